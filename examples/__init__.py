@@ -1,0 +1,1 @@
+"""Runnable examples for bytegraph (importable so tests can reuse the demo model)."""

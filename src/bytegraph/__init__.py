@@ -1,0 +1,22 @@
+"""bytegraph: a graph-capture compiler frontend for PyTorch.
+
+Example::
+
+    >>> import bytegraph, torch
+    >>> @bytegraph.compile(backend="eager")
+    ... def f(x):
+    ...     return x.cos() * 2
+    >>> f(torch.zeros(2))
+    tensor([2., 2.])
+"""
+
+from . import config
+from .api import ExplainReport, compile, explain, graph_break, reset, stats
+from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, Unsupported,
+                     UserLocation)
+
+__all__ = [
+    "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
+    "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
+    "BreakRecord", "UserLocation",
+]

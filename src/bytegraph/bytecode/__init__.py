@@ -1,0 +1,25 @@
+"""bytegraph.bytecode: decode, edit, analyse and reassemble CPython bytecode.
+
+Public interface:
+
+* :class:`Instr`, :class:`ExnEntry`, :func:`instr` -- the instruction model
+  (normalized, direction-free opnames; jump targets and exception handlers
+  as object references);
+* :func:`decode` -- code object -> cached tuple of Instr;
+* :func:`copy_instrs` -- editable deep copy of an instruction list;
+* :func:`assemble` -- Instr list + template code object -> new code object;
+* :func:`stack_effect`, :func:`max_stack_depth`, :func:`live_locals` -- analyses.
+
+CPython version specifics are confined to :mod:`.versions`.
+"""
+
+from .analysis import live_locals, max_stack_depth, stack_effect
+from .assemble import assemble
+from .decode import clear_cache, decode
+from .instr import ExnEntry, Instr, copy_instrs, instr
+from .versions import SPEC
+
+__all__ = [
+    "Instr", "ExnEntry", "instr", "decode", "clear_cache", "copy_instrs", "assemble",
+    "stack_effect", "max_stack_depth", "live_locals", "SPEC",
+]

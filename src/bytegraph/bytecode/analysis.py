@@ -1,0 +1,191 @@
+"""Flow analyses over instruction lists: stack effects, max stack depth, liveness.
+
+All analyses work on the normalized ``Instr`` model and follow three kinds of
+control-flow edges: fall-through (unless the op is a terminator), jump to
+``target``, and the exception edge to ``exn.target``.
+"""
+
+from __future__ import annotations
+
+import dis
+
+from .versions import ARG_FORMAT, ARG_INT, ARG_NAME, ARG_NONE, SPEC
+
+_effect_cache: dict = {}
+
+
+def _effect(op: int, arg, jump: bool) -> int:
+    key = (op, arg, jump)
+    e = _effect_cache.get(key)
+    if e is None:
+        e = _effect_cache[key] = dis.stack_effect(op, arg, jump=jump)
+    return e
+
+
+def _effect_arg(ins):
+    """The part of the raw oparg that can influence the stack effect."""
+    kind = SPEC.arg_kind[ins.opname]
+    if kind == ARG_NONE:
+        return None
+    if kind == ARG_INT:
+        return ins.argval if ins.argval is not None else (ins.arg or 0)
+    if kind == ARG_NAME:
+        bits = SPEC.name_flag_bits.get(ins.opname, 0)
+        return (ins.arg or 0) & ((1 << bits) - 1)
+    if kind == ARG_FORMAT:
+        if ins.argval is None:
+            return ins.arg or 0
+        conv, spec = ins.argval
+        return SPEC.format_converters.index(conv) | (4 if spec else 0)
+    # Const/local/compare/jump args never change the stack effect.
+    return 0
+
+
+def stack_effect(ins, jump: bool) -> int:
+    """Net value-stack change of ``ins`` on its jump (``jump=True``) or
+    fall-through (``jump=False``) edge."""
+    override = SPEC.effect_overrides.get(ins.opname)
+    if override is not None:
+        return override
+    return _effect(SPEC.effect_opcode(ins.opname), _effect_arg(ins), bool(jump))
+
+
+def _index_map(instrs) -> dict:
+    return {id(ins): k for k, ins in enumerate(instrs)}
+
+
+def _lookup(index, ins, what):
+    try:
+        return index[id(ins)]
+    except KeyError:
+        raise ValueError(f"{what} {ins!r} is not in the instruction list") from None
+
+
+def max_stack_depth(instrs, effects=None, index=None) -> int:
+    """Maximum value-stack depth reachable from the first instruction.
+
+    ``effects`` optionally gives ``(fall_through, jump)`` effects per
+    instruction (the assembler passes the ones of the final opcodes).
+    Exception handlers start at ``exn.depth + 1 (+1 if lasti)``.  When two
+    paths reach an instruction with different depths (invalid bytecode), the
+    larger one wins so the result stays an upper bound.
+    """
+    n = len(instrs)
+    if not n:
+        return 0
+    if index is None:
+        index = _index_map(instrs)
+    if effects is None:
+        effects = [(stack_effect(i, False), stack_effect(i, True) if i.is_jump else 0)
+                   for i in instrs]
+    terminators = SPEC.terminators
+    depth = [-1] * n
+    maxd = 0
+    work = [(0, 0)]
+    while work:
+        k, d = work.pop()
+        while k < n:
+            if d < 0:
+                raise ValueError(f"stack underflow at instruction {k}: {instrs[k]!r}")
+            if depth[k] >= d:
+                break
+            depth[k] = d
+            ins = instrs[k]
+            e = ins.exn
+            if e is not None:
+                hd = e.depth + 1 + (1 if e.lasti else 0)
+                maxd = max(maxd, hd)
+                work.append((_lookup(index, e.target, "exception handler"), hd))
+            fall, jmp = effects[k]
+            if ins.target is not None and ins.is_jump:
+                td = d + jmp
+                maxd = max(maxd, td)
+                work.append((_lookup(index, ins.target, "jump target"), td))
+            d += fall
+            if d > maxd:
+                maxd = d
+            if ins.opname in terminators:
+                break
+            k += 1
+    return maxd
+
+
+def live_locals(instrs) -> list:
+    """Live-in local variable names at each instruction index.
+
+    ``LOAD_FAST`` reads, ``STORE_FAST`` kills, ``DELETE_FAST`` reads then
+    kills (deleting an unbound local raises, so its value matters).  Cell and
+    free variables are shared with other frames, so every deref-style op
+    counts as a read and none kills.  An instruction covered by an exception
+    entry may jump to the handler before it has any effect, so the handler's
+    live set flows in without the kill.
+    """
+    n = len(instrs)
+    index = _index_map(instrs)
+    bit_of: dict = {}
+    names: list = []
+
+    def bit(name):
+        b = bit_of.get(name)
+        if b is None:
+            b = bit_of[name] = 1 << len(names)
+            names.append(name)
+        return b
+
+    reads, writes, deletes, cells = (SPEC.local_reads, SPEC.local_writes,
+                                     SPEC.local_deletes, SPEC.cell_ops)
+    terminators = SPEC.terminators
+    gen = [0] * n
+    kill = [0] * n
+    succ = [()] * n
+    handler = [-1] * n
+    preds = [[] for _ in range(n)]
+    for k, ins in enumerate(instrs):
+        op = ins.opname
+        if op in reads or op in cells:
+            gen[k] = bit(ins.argval)
+        elif op in writes:
+            kill[k] = bit(ins.argval)
+        elif op in deletes:
+            gen[k] = kill[k] = bit(ins.argval)
+        s = []
+        if op not in terminators and k + 1 < n:
+            s.append(k + 1)
+        if ins.target is not None and ins.is_jump:
+            s.append(_lookup(index, ins.target, "jump target"))
+        succ[k] = s
+        for j in s:
+            preds[j].append(k)
+        if ins.exn is not None:
+            h = handler[k] = _lookup(index, ins.exn.target, "exception handler")
+            preds[h].append(k)
+
+    live = [0] * n
+    # Backward problem: start from the end so most nodes settle in one pass.
+    work = list(range(n))
+    queued = [True] * n
+    while work:
+        k = work.pop()
+        queued[k] = False
+        out = 0
+        for j in succ[k]:
+            out |= live[j]
+        new = gen[k] | (out & ~kill[k])
+        h = handler[k]
+        if h >= 0:
+            new |= live[h]
+        if new != live[k]:
+            live[k] = new
+            for p in preds[k]:
+                if not queued[p]:
+                    queued[p] = True
+                    work.append(p)
+
+    sets: dict = {}
+    result = []
+    for mask in live:
+        fs = sets.get(mask)
+        if fs is None:
+            fs = sets[mask] = frozenset(name for name, b in bit_of.items() if mask & b)
+        result.append(fs)
+    return result

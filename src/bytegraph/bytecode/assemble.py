@@ -1,0 +1,320 @@
+"""Assembling :class:`~.instr.Instr` lists back into code objects.
+
+Steps (see :func:`assemble`): resolve names/locals/constants to indices,
+pick each jump's real opcode from its direction, lay the code out with as
+many EXTENDED_ARG prefixes as needed (iterated to a fixpoint, since prefixes
+shift offsets and so change jump distances), then emit ``co_code``, the
+location table, the exception table and ``co_stacksize``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .analysis import _effect, _index_map, _lookup, max_stack_depth
+from .tables import encode_exception_table, encode_linetable
+from .versions import (ARG_COMPARE, ARG_CONST, ARG_FORMAT, ARG_INT, ARG_JUMP, ARG_LOCAL,
+                       ARG_NAME, ARG_NONE, SPEC, localsplus_names)
+
+# Keyword arguments forwarded to code.replace (co_nlocals is always derived).
+_REPLACEABLE = frozenset({
+    "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_stacksize", "co_flags",
+    "co_firstlineno", "co_consts", "co_names", "co_varnames", "co_freevars", "co_cellvars",
+    "co_filename", "co_name", "co_qualname", "co_consts_prefix",
+})
+
+# Constant types whose value (with the type) identifies them.
+_SIMPLE = (int, bool, str, bytes, type(None), type(Ellipsis))
+
+
+def _const_key(v):
+    """Dedup key for constants: by (type, value) for simple immutable values,
+    by identity otherwise.  The type keeps 1 and True apart; the sign keeps
+    0.0 and -0.0 apart (they compare equal)."""
+    t = type(v)
+    if t in _SIMPLE:
+        return (t, v)
+    if t is float:
+        return (t, v, math.copysign(1.0, v))
+    if t is complex:
+        return (t, v, math.copysign(1.0, v.real), math.copysign(1.0, v.imag))
+    if t is tuple:
+        return (t, tuple(_const_key(x) for x in v))
+    if t is frozenset:
+        return (t, frozenset(_const_key(x) for x in v))
+    return (object, id(v))
+
+
+def _ext_count(arg: int) -> int:
+    if arg < 0x100:
+        return 0
+    if arg < 0x10000:
+        return 1
+    if arg < 0x1000000:
+        return 2
+    if arg < 0x100000000:
+        return 3
+    raise ValueError(f"oparg {arg} does not fit in 32 bits")
+
+
+class _Pools:
+    """Index lookups for co_consts / co_names / localsplus, growing as needed."""
+
+    def __init__(self, consts, names):
+        self.consts = list(consts)
+        self.const_idx = {}
+        for k, c in enumerate(self.consts):
+            self.const_idx.setdefault(_const_key(c), k)
+        self.names = list(names)
+        self.name_idx = {}
+        for k, n in enumerate(self.names):
+            self.name_idx.setdefault(n, k)
+
+    def const(self, v) -> int:
+        key = _const_key(v)
+        k = self.const_idx.get(key)
+        if k is None:
+            k = self.const_idx[key] = len(self.consts)
+            self.consts.append(v)
+        return k
+
+    def name(self, n) -> int:
+        k = self.name_idx.get(n)
+        if k is None:
+            if not isinstance(n, str):
+                raise TypeError(f"name operand must be a str, got {n!r}")
+            k = self.name_idx[n] = len(self.names)
+            self.names.append(n)
+        return k
+
+
+def _local_resolver(localsplus, template):
+    """Map a local/cell/free op to its localsplus index.
+
+    Names are unique in localsplus except in one corner: a class body that
+    both defines a ``__class__`` cell and reads an enclosing ``__class__``
+    free variable.  For such names the occurrence (first = the cell, second =
+    the free variable) is recovered from ``ins.arg`` read against the
+    template's layout; instructions without a matching arg get the first.
+    """
+    first = {}
+    slots = {}
+    for k, nm in enumerate(localsplus):
+        first.setdefault(nm, k)
+        slots.setdefault(nm, []).append(k)
+    dupes = {nm: ks for nm, ks in slots.items() if len(ks) > 1}
+    if not dupes:
+        return lambda ins: first[ins.argval]
+    old = localsplus_names(template.co_varnames, template.co_cellvars, template.co_freevars)
+
+    def resolve(ins):
+        nm = ins.argval
+        ks = dupes.get(nm)
+        if ks is None:
+            return first[nm]
+        a = ins.arg
+        if a is not None and a < len(old) and old[a] == nm:
+            rank = sum(1 for x in old[:a] if x == nm)
+            if rank < len(ks):
+                return ks[rank]
+        return ks[0]
+
+    return resolve
+
+
+def _resolve_arg(ins, kind, pools, local_idx) -> int:
+    """Raw oparg of a non-jump instruction, computed from its argval."""
+    name = ins.opname
+    if kind == ARG_NONE:
+        return 0
+    argval = ins.argval
+    if kind == ARG_INT:
+        if argval is None:
+            if ins.arg is None:
+                raise ValueError(f"{name} needs an argument")
+            return ins.arg
+        if ins.arg is not None and ins.arg != argval:
+            raise ValueError(f"{name}: arg {ins.arg} and argval {argval!r} disagree; "
+                             "argval is authoritative, update both")
+        return int(argval)
+    if kind == ARG_CONST:
+        return pools.const(argval)
+    if kind == ARG_NAME:
+        bits = SPEC.name_flag_bits.get(name, 0)
+        flags = (ins.arg or 0) & ((1 << bits) - 1)
+        return (pools.name(argval) << bits) | flags
+    if kind == ARG_LOCAL:
+        return local_idx(ins)
+    if kind == ARG_COMPARE:
+        if argval is None:
+            return ins.arg
+        shift = SPEC.compare_shift
+        return (SPEC.cmp_op.index(argval) << shift) | ((ins.arg or 0) & ((1 << shift) - 1))
+    if kind == ARG_FORMAT:
+        if argval is None:
+            return ins.arg
+        conv, has_spec = argval
+        return SPEC.format_converters.index(conv) | (4 if has_spec else 0)
+    raise AssertionError(kind)
+
+
+def assemble(instrs, template, **replace):
+    """Build a code object from ``instrs``, taking unspecified fields from ``template``.
+
+    ``replace`` may override any ``co_*`` field accepted by ``code.replace``
+    except the ones computed here (co_code, co_linetable, co_exceptiontable,
+    co_nlocals; co_stacksize is computed unless given).  Constants start from
+    ``co_consts_prefix`` (alias ``co_consts``; default ``template.co_consts``,
+    which keeps the docstring at index 0) and names from ``co_names`` (default
+    the template's); missing ones are appended.  Fast locals not present in
+    varnames/cellvars/freevars are appended to ``co_varnames``; cell and free
+    variable lists must be passed explicitly when they change (and the
+    MAKE_CELL / COPY_FREE_VARS prologue kept in sync by the caller).
+
+    For name ops with flag bits below the name index (3.11: LOAD_GLOBAL's
+    "push NULL" bit), the flag bits are taken from ``ins.arg``.
+    The input instructions are not modified.
+    """
+    spec = SPEC
+    unknown = set(replace) - _REPLACEABLE
+    if unknown:
+        raise TypeError(f"assemble() got unsupported fields: {sorted(unknown)}")
+    instrs = list(instrs)
+    n = len(instrs)
+    if not n:
+        raise ValueError("cannot assemble an empty instruction list")
+
+    consts = replace.pop("co_consts_prefix", None)
+    if consts is None:
+        consts = replace.pop("co_consts", template.co_consts)
+    else:
+        replace.pop("co_consts", None)
+    pools = _Pools(consts, replace.pop("co_names", template.co_names))
+    varnames = list(replace.pop("co_varnames", template.co_varnames))
+    cellvars = tuple(replace.get("co_cellvars", template.co_cellvars))
+    freevars = tuple(replace.get("co_freevars", template.co_freevars))
+    firstlineno = replace.get("co_firstlineno", template.co_firstlineno)
+
+    arg_kind = spec.arg_kind
+    kinds = []
+    try:
+        for ins in instrs:
+            kinds.append(arg_kind[ins.opname])
+    except KeyError:
+        raise ValueError(f"unknown opname {ins.opname!r}") from None
+
+    # New fast locals become extra varnames (before building localsplus,
+    # since varnames come first and shift the cell/free indices).
+    known = set(varnames) | set(cellvars) | set(freevars)
+    fast_ops = spec.local_reads | spec.local_writes | spec.local_deletes
+    for ins, kind in zip(instrs, kinds):
+        if kind == ARG_LOCAL and ins.argval not in known:
+            if ins.opname not in fast_ops:
+                raise ValueError(f"{ins.opname} {ins.argval!r}: not a cell/free variable "
+                                 "(pass co_cellvars/co_freevars)")
+            if not isinstance(ins.argval, str):
+                raise TypeError(f"local name must be a str, got {ins.argval!r}")
+            varnames.append(ins.argval)
+            known.add(ins.argval)
+    local_idx = _local_resolver(localsplus_names(varnames, cellvars, freevars), template)
+
+    # Opcodes and args; jumps get their opcode from direction, arg from layout.
+    index = _index_map(instrs)
+    ops = [0] * n
+    args = [0] * n
+    ext = [0] * n
+    units = [0] * n
+    jumps = []
+    cache_counts = spec.cache_counts
+    default_opcode = spec.default_opcode
+    for k, (ins, kind) in enumerate(zip(instrs, kinds)):
+        if kind == ARG_JUMP:
+            if ins.target is None:
+                raise ValueError(f"jump {ins!r} has no target")
+            t = _lookup(index, ins.target, "jump target")
+            # Direction only depends on order, so the opcode is fixed now.
+            op, _ = spec.encode_jump(ins.opname, 0 if t > k else spec.code_unit, 0)
+            ops[k] = op
+            jumps.append((k, t))
+        else:
+            ops[k] = op = default_opcode[ins.opname]
+            a = args[k] = _resolve_arg(ins, kind, pools, local_idx)
+            ext[k] = _ext_count(a)
+        units[k] = ext[k] + 1 + cache_counts[ops[k]]
+
+    # Layout fixpoint: EXTENDED_ARG counts only ever grow, so this terminates.
+    unit = spec.code_unit
+    while True:
+        offs = [0] * (n + 1)
+        acc = 0
+        for k in range(n):
+            offs[k] = acc
+            acc += units[k]
+        offs[n] = acc
+        changed = False
+        for k, t in jumps:
+            op, a = spec.encode_jump(instrs[k].opname, (offs[k] + units[k]) * unit,
+                                     offs[t] * unit)
+            ops[k] = op
+            args[k] = a
+            need = _ext_count(a)
+            if need > ext[k]:
+                units[k] += need - ext[k]
+                ext[k] = need
+                changed = True
+        if not changed:
+            break
+
+    code = bytearray()
+    ext_op = spec.extended_arg
+    for k in range(n):
+        a = args[k]
+        for s in range(ext[k], 0, -1):
+            code.append(ext_op)
+            code.append((a >> (8 * s)) & 0xFF)
+        code.append(ops[k])
+        code.append(a & 0xFF)
+        code.extend(b"\0\0" * cache_counts[ops[k]])
+
+    linetable = encode_linetable(((ins.positions, units[k]) for k, ins in enumerate(instrs)),
+                                 firstlineno)
+    exn_rows = []
+    cur = None
+    cur_start = 0
+    for k, ins in enumerate(instrs + [None]):
+        e = None if ins is None else ins.exn
+        key = None if e is None else (id(e.target), e.depth, e.lasti)
+        curkey = None if cur is None else (id(cur.target), cur.depth, cur.lasti)
+        if key != curkey:
+            if cur is not None:
+                h = offs[_lookup(index, cur.target, "exception handler")]
+                exn_rows.append((cur_start, offs[k], h, cur.depth, cur.lasti))
+            cur = e
+            cur_start = offs[k]
+    exntable = encode_exception_table(exn_rows)
+
+    if "co_stacksize" not in replace:
+        have_arg = spec.have_argument
+        overrides = spec.effect_overrides
+        effects = []
+        for k, ins in enumerate(instrs):
+            op = ops[k]
+            a = args[k] if op >= have_arg else None
+            o = overrides.get(ins.opname)
+            if o is not None:
+                effects.append((o, o))
+            else:
+                effects.append((_effect(op, a, False),
+                                _effect(op, a, True) if kinds[k] == ARG_JUMP else 0))
+        replace["co_stacksize"] = max_stack_depth(instrs, effects, index)
+
+    return template.replace(
+        co_code=bytes(code),
+        co_consts=tuple(pools.consts),
+        co_names=tuple(pools.names),
+        co_varnames=tuple(varnames),
+        co_nlocals=len(varnames),
+        co_linetable=linetable,
+        co_exceptiontable=exntable,
+        **replace,
+    )

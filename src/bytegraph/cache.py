@@ -1,0 +1,135 @@
+"""Per-function caches of compiled entries, and the call path.
+
+:class:`CompiledFunction` is what ``bytegraph.compile(fn)`` returns.  A call
+runs each entry's generated guard with the call's own arguments and, on the
+first hit, the entry's transformed function.  On a miss it compiles a new
+entry (or, past ``config.cache_size_limit`` or for a frame bytegraph cannot
+capture, runs the original function eagerly).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import traceback
+import types
+import warnings
+import weakref
+from typing import Callable, List, Optional
+
+from . import config
+from .compiler import CacheEntry, compile_frame
+from .diagnostics import ENABLED, STATS, emit, log
+from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
+
+_ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+
+
+class CompiledFunction:
+    """A function compiled by bytegraph.  Call it like the original.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> f = bytegraph.compile(lambda x: x.sin() + 1, backend="eager")
+        >>> f(torch.zeros(2))
+        tensor([1., 1.])
+    """
+
+    def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool):
+        self._fn = fn
+        self._backend_name = backend_name
+        self._backend = backend
+        self._fullgraph = fullgraph
+        self._entries: List[CacheEntry] = []
+        self._eager_reason: Optional[BreakRecord] = None
+        self._warned_limit = False
+        functools.update_wrapper(self, fn)
+        _ALL.add(self)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            for entry in self._entries:
+                if entry.guard.check(*args, **kwargs):
+                    STATS.cache_hits += 1
+                    return entry.fn(*args, **kwargs)
+        except TypeError:
+            pass  # the arguments do not bind: the original function raises the right error
+        return self._miss(args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+    # -- slow path ---------------------------------------------------------------
+    def _miss(self, args, kwargs):
+        STATS.cache_misses += 1
+        fn = self._fn
+        if self._eager_reason is not None:
+            return fn(*args, **kwargs)
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError:
+            return fn(*args, **kwargs)
+        if len(self._entries) >= config.cache_size_limit:
+            if not self._warned_limit:
+                self._warned_limit = True
+                msg = (f"bytegraph: {fn.__qualname__} hit config.cache_size_limit "
+                       f"({config.cache_size_limit}); further new variants run eagerly")
+                warnings.warn(msg, stacklevel=3)
+                log("recompiles", "%s", msg)
+            return fn(*args, **kwargs)
+        if self._entries:
+            STATS.recompiles += 1
+            if ENABLED["recompiles"]:
+                reason = self._entries[-1].guard.why_failed(args, kwargs)
+                log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
+                    fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
+        try:
+            entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend)
+        except Unsupported as e:
+            return self._fall_back(e.record(), sticky=(e.kind != "raises"), args=args, kwargs=kwargs)
+        except BackendError as e:
+            if self._fullgraph:
+                raise
+            rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
+            return self._fall_back(rec, sticky=True, args=args, kwargs=kwargs)
+        except Exception as e:
+            if config.raise_on_error or self._fullgraph:
+                raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e
+            log("errors", "internal error compiling %s:\n%s", fn.__qualname__, traceback.format_exc())
+            rec = BreakRecord("internal_error", f"{type(e).__name__}: {e}", _fn_location(fn),
+                              "please report this bytegraph bug; the frame runs eagerly")
+            return self._fall_back(rec, sticky=True, args=args, kwargs=kwargs)
+        self._entries.append(entry)
+        STATS.frames_compiled += 1
+        emit("entry", entry)
+        return entry.fn(*args, **kwargs)
+
+    def _fall_back(self, record: BreakRecord, sticky: bool, args, kwargs):
+        if self._fullgraph and record.kind != "raises":
+            raise GraphBreakError(record) from None
+        STATS.eager_fallbacks += 1
+        if record.kind != "raises":
+            STATS.graph_breaks += 1
+        log("graph_breaks", "running %s eagerly: %s", self._fn.__qualname__, record)
+        emit("fallback", record)
+        if sticky:
+            self._eager_reason = record
+        return self._fn(*args, **kwargs)
+
+    def _reset(self) -> None:
+        self._entries.clear()
+        self._eager_reason = None
+        self._warned_limit = False
+
+
+def _fn_location(fn) -> UserLocation:
+    code = fn.__code__
+    return UserLocation(code.co_filename, code.co_firstlineno, code.co_qualname)
+
+
+def reset_all() -> None:
+    for cf in list(_ALL):
+        cf._reset()

@@ -1,0 +1,246 @@
+"""From values to bytecode: the transformed function of one cache entry.
+
+The transformed code keeps the original prologue (``MAKE_CELL``,
+``COPY_FREE_VARS``, ``RESUME``), so the root's cells exist as real cells and
+are reached with ``LOAD_CLOSURE``/``LOAD_DEREF``/``STORE_DEREF`` (DESIGN.md C4).
+Then it
+
+1. calls the compiled graph with the graph inputs loaded from their sources
+   and stores each output in a temporary;
+2. rebuilds the return value (new objects referenced twice are built once);
+3. stages every side effect's new state in temporaries, then applies them in
+   order (``side_effects.emit_replay``);
+4. returns.
+
+What is rebuilt is exactly what the return value and the pending side effects
+reach (:func:`live_values`): the single pruning pass for dead locals, dead new
+objects and dead cells (C7).
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from typing import Dict, List, Optional, Tuple
+
+from .bytecode import assemble, decode, instr
+from .errors import Unsupported
+from .values.base import Value
+from .values.cells import CellValue
+from .values.constants import ConstantValue
+from .values.containers import DictValue, ListValue, SetValue
+from .values.tensors import TensorValue
+
+_SIMPLE_CONSTS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), types.CodeType)
+
+
+class _Ref:
+    """Holds an unhashable object so it can sit in ``co_consts`` (code objects hash their constants)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
+    """Walk what ``roots`` reach.
+
+    Returns reference counts by ``id(value)`` (to build shared new objects
+    once) and the computed tensors reached, in first-reached order (the
+    graph's outputs).  Pre-existing values (with a source) are leaves: they
+    are loaded, not rebuilt.
+    """
+    counts: Dict[int, int] = {}
+    tensors: List[TensorValue] = []
+    seen_nodes = set()
+    active = set()
+
+    def visit(v: Value):
+        key = id(v)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] > 1:
+            if key in active:
+                raise Unsupported("a cyclic data structure escapes the compiled function",
+                                  kind="unreconstructable")
+            return
+        if isinstance(v, TensorValue):
+            if v.source is None and v.node not in seen_nodes:
+                seen_nodes.add(v.node)
+                tensors.append(v)
+            return
+        if v.source is not None:
+            return
+        active.add(key)
+        for child in v.children():
+            visit(child)
+        active.discard(key)
+
+    for r in roots:
+        visit(r)
+    return counts, tensors
+
+
+class Codegen:
+    """An instruction list under construction, plus where values already live."""
+
+    def __init__(self, root_code: types.CodeType, root_globals: dict, counts: Dict[int, int]):
+        self.root_code = root_code
+        self.root_globals = root_globals
+        self.instrs: list = []
+        self._counts = counts
+        self._temps: Dict[int, str] = {}
+        self._tensor_temps: Dict[object, str] = {}
+        self._n_temps = 0
+        self._keepalive: List[object] = []
+        first = next((i for i in decode(root_code) if i.positions is not None), None)
+        self.positions = first.positions if first is not None else None
+
+    # -- primitives ------------------------------------------------------------
+    def emit(self, opname: str, argval=None, *, arg=None, target=None):
+        ins = instr(opname, argval, arg=arg, target=target, positions=self.positions)
+        self.instrs.append(ins)
+        return ins
+
+    def load_object(self, obj) -> None:
+        """Push ``obj`` itself (as a code constant)."""
+        if type(obj) in _SIMPLE_CONSTS or _hashable(obj):
+            self.emit("LOAD_CONST", obj)
+        else:
+            ref = _Ref(obj)
+            self._keepalive.append(ref)
+            self.emit("LOAD_CONST", ref)
+            self.emit("LOAD_ATTR", "obj")
+
+    def push_callable(self, obj) -> None:
+        """Push ``obj`` ready to be called by :meth:`call` (3.11: ``NULL, callable``)."""
+        self.emit("PUSH_NULL")
+        self.load_object(obj)
+
+    def call(self, argc: int, kw_names: tuple = ()) -> None:
+        if kw_names:
+            self.emit("KW_NAMES", tuple(kw_names))
+        self.emit("PRECALL", arg=argc)
+        self.emit("CALL", arg=argc)
+
+    def call_method(self, name: str, argc_fn) -> None:
+        """Call ``TOS.name(...)``; ``argc_fn`` pushes the arguments and returns their count."""
+        self.emit("LOAD_METHOD", name)
+        argc = argc_fn()
+        self.emit("PRECALL", arg=argc)
+        self.emit("CALL", arg=argc)
+
+    def new_temp(self) -> str:
+        name = f"___bg_tmp{self._n_temps}"
+        self._n_temps += 1
+        return name
+
+    def store_tensor_output(self, value: TensorValue, temp: str) -> None:
+        self._tensor_temps[value.node] = temp
+
+    # -- values ----------------------------------------------------------------
+    def reconstruct(self, value: Value) -> None:
+        """Push the real object ``value`` stands for."""
+        temp = self._temps.get(id(value))
+        if temp is not None:
+            self.emit("LOAD_FAST", temp)
+            return
+        if isinstance(value, TensorValue):
+            self.reconstruct_tensor(value)
+            return
+        if value.source is not None and not isinstance(value, ConstantValue):
+            value.source.emit_load(self)
+            return
+        value.reconstruct(self)
+        if self._counts.get(id(value), 0) > 1 and not isinstance(value, ConstantValue):
+            temp = self.new_temp()
+            self.emit("COPY", arg=1)
+            self.emit("STORE_FAST", temp)
+            self._temps[id(value)] = temp
+            self._keepalive.append(value)
+
+    def reconstruct_tensor(self, value: TensorValue) -> None:
+        temp = self._tensor_temps.get(value.node)
+        if temp is not None:
+            self.emit("LOAD_FAST", temp)
+        elif value.source is not None:
+            value.source.emit_load(self)
+        else:
+            raise Unsupported("a tensor the graph does not output", kind="internal")
+
+    def stage_value(self, value: Value) -> None:
+        """Evaluate ``value`` into a temporary now (before any side effect is applied)."""
+        if id(value) in self._temps or isinstance(value, ConstantValue):
+            return
+        if isinstance(value, TensorValue) and value.node in self._tensor_temps:
+            return
+        self.reconstruct(value)
+        if id(value) in self._temps:  # reconstruct already kept it (shared object)
+            self.emit("POP_TOP")
+            return
+        temp = self.new_temp()
+        self.emit("STORE_FAST", temp)
+        self._temps[id(value)] = temp
+        self._keepalive.append(value)
+
+    def stage_new_state(self, target: Value) -> str:
+        """Build the new contents of a mutated pre-existing container into a temporary."""
+        if isinstance(target, ListValue):
+            for item in target.items:
+                self.reconstruct(item)
+            self.emit("BUILD_LIST", arg=len(target.items))
+        elif isinstance(target, DictValue):
+            for k, v in target.entries.values():
+                self.reconstruct(k)
+                self.reconstruct(v)
+            self.emit("BUILD_MAP", arg=len(target.entries))
+        elif isinstance(target, SetValue):
+            for v in target.elements.values():
+                self.reconstruct(v)
+            self.emit("BUILD_SET", arg=len(target.elements))
+        else:
+            raise Unsupported(f"replaying mutation of a {target.type_name()}", kind="internal")
+        temp = self.new_temp()
+        self.emit("STORE_FAST", temp)
+        return temp
+
+    def apply_new_state(self, target: Value, temp: str) -> None:
+        """Write a staged new state into the real container, in place."""
+        if isinstance(target, ListValue):
+            self.emit("LOAD_FAST", temp)
+            target.source.emit_load(self)
+            self.emit("LOAD_CONST", None)
+            self.emit("LOAD_CONST", None)
+            self.emit("BUILD_SLICE", arg=2)
+            self.emit("STORE_SUBSCR")
+            return
+        # dict / set: clear, then update, keeping the object and (for dicts) the new order
+        target.source.emit_load(self)
+        self.call_method("clear", lambda: 0)
+        self.emit("POP_TOP")
+        target.source.emit_load(self)
+
+        def push_temp():
+            self.emit("LOAD_FAST", temp)
+            return 1
+        self.call_method("update", push_temp)
+        self.emit("POP_TOP")
+
+    # -- whole function ------------------------------------------------------------
+    def prologue(self) -> None:
+        """Copy the original cell prologue up to and including ``RESUME``."""
+        for ins in decode(self.root_code):
+            self.instrs.append(instr(ins.opname, ins.argval, arg=ins.arg, positions=ins.positions))
+            if ins.opname == "RESUME":
+                break
+
+    def assemble(self) -> types.CodeType:
+        return assemble(self.instrs, self.root_code)
+
+
+def _hashable(obj) -> bool:
+    try:
+        hash(obj)
+    except TypeError:
+        return False
+    return True

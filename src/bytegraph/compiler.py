@@ -1,0 +1,114 @@
+"""Compile one frame: trace it, compile its graph, generate its code and guards.
+
+This is where the layers meet; each does its own part:
+the tracer produces values, a graph, guards and side effects; the backend
+compiles the graph; codegen builds the transformed function; guards are
+compiled into the entry's check.
+"""
+
+from __future__ import annotations
+
+import dis
+import time
+import types
+from typing import Callable, List, Optional
+
+import torch
+
+from . import config
+from .backends import compile_graph
+from .codegen import Codegen, live_values
+from .diagnostics import ENABLED, STATS, emit, log
+from .errors import Unsupported, UserException
+from .guards import CompiledGuard, Guard, compile_guards
+from .tracer import Trace
+
+
+class CacheEntry:
+    """A compiled variant of one function: its check and its transformed function."""
+
+    __slots__ = ("guard", "fn", "graphs", "graph_count", "compile_seconds")
+
+    def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float):
+        self.guard = guard
+        self.fn = fn
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.compile_seconds = seconds
+
+
+class FrameRaises(Exception):
+    """The traced program raised out of the root frame: run it eagerly to raise for real."""
+
+
+def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable) -> CacheEntry:
+    """Trace ``fn(*args, **kwargs)`` and build a cache entry.
+
+    Raises :class:`Unsupported` if the frame cannot be captured whole.
+    """
+    start = time.perf_counter()
+    trace = Trace(fn)
+    try:
+        result = trace.run(args, kwargs)
+    except UserException as e:
+        raise Unsupported(f"the function raises {e.value.type_name()} for these inputs",
+                          kind="raises", hint="the frame runs eagerly so the exception propagates as in Python")
+    graph = trace.graph
+    se = trace.side_effects
+    roots = [result] + se.replay_roots()
+    counts, tensors = live_values(roots)
+    has_graph = graph.op_count > 0 or bool(tensors)
+    if not has_graph and not config.force_transform:
+        # Nothing for a backend: keep the guards, run the original code.
+        guard = compile_guards(trace.guards, fn, fn.__globals__)
+        return CacheEntry(guard, fn, [], time.perf_counter() - start)
+
+    cg = Codegen(fn.__code__, fn.__globals__, counts)
+    cg.prologue()
+    graphs = []
+    if has_graph:
+        _check_no_input_aliasing(trace)
+        gm = graph.finish([t.node for t in tensors])
+        example_inputs = graph.example_inputs()
+        if ENABLED["graph"]:
+            log("graph", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
+        compiled = compile_graph(backend_name, backend, gm, example_inputs)
+        graphs.append(gm)
+        STATS.graphs += 1
+        emit("graph", gm)
+        cg.push_callable(compiled)
+        for inp in graph.inputs:
+            inp.source.emit_load(cg)
+        cg.call(len(graph.inputs))
+        if tensors:
+            cg.emit("UNPACK_SEQUENCE", arg=len(tensors))
+            for t in tensors:
+                temp = cg.new_temp()
+                cg.emit("STORE_FAST", temp)
+                cg.store_tensor_output(t, temp)
+        else:
+            cg.emit("POP_TOP")
+    cg.reconstruct(result)
+    se.emit_replay(cg)
+    cg.emit("RETURN_VALUE")
+    code = cg.assemble()
+    if ENABLED["bytecode"]:
+        import io
+        buf = io.StringIO()
+        dis.dis(code, file=buf)
+        log("bytecode", "transformed bytecode of %s:\n%s", fn.__qualname__, buf.getvalue())
+    new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    new_fn.__kwdefaults__ = fn.__kwdefaults__
+    new_fn.__qualname__ = fn.__qualname__
+    guard = compile_guards(trace.guards, fn, fn.__globals__)
+    if not has_graph:
+        STATS.frames_transformed += 1
+    return CacheEntry(guard, new_fn, graphs, time.perf_counter() - start)
+
+
+def _check_no_input_aliasing(trace: Trace) -> None:
+    # Distinct tensor inputs at trace time must stay distinct: a backend may
+    # rely on it (functionalized input mutations).
+    sources = [inp.source for inp in trace.graph.inputs]
+    if len(sources) > 1:
+        trace.guards.add(Guard("NO_TENSOR_ALIASING", sources[0], None, tuple(sources[1:])))

@@ -1,0 +1,131 @@
+"""Error types a bytegraph user can see, and the record that describes a break.
+
+Taxonomy (DESIGN.md §6):
+
+* ``Unsupported``       -- the tracer met a construct it cannot capture.  Inside
+                           bytegraph it is the signal to break/fall back; a user sees
+                           it only through ``GraphBreakError`` under ``fullgraph=True``.
+* ``GraphBreakError``   -- ``fullgraph=True`` and the frame could not be captured whole.
+* ``BackendError``      -- the backend raised, or returned something not callable.
+* ``InternalError``     -- a bug in bytegraph; only raised with ``config.raise_on_error``.
+
+Exceptions raised by the *user's* code are never wrapped: they propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+
+@dataclasses.dataclass(frozen=True)
+class UserLocation:
+    """A place in the user's source: ``filename:lineno`` plus the function name."""
+
+    filename: str
+    lineno: Optional[int]
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakRecord:
+    """Why a frame (or part of one) was not captured.
+
+    ``kind`` is a short stable identifier (``"unsupported_builtin"``,
+    ``"data_dependent_branch"``, ...) that tests and tools may match on;
+    ``explanation`` and ``hint`` are for people.
+
+    Example::
+
+        >>> r = BreakRecord("print", "call to print()", None, "move print out")
+        >>> r.kind
+        'print'
+    """
+
+    kind: str
+    explanation: str
+    location: Optional[UserLocation]
+    hint: str = ""
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        hint = f"\n    hint: {self.hint}" if self.hint else ""
+        return f"[{self.kind}] {self.explanation}{where}{hint}"
+
+
+class BytegraphError(Exception):
+    """Base class of every error bytegraph itself raises."""
+
+
+class Unsupported(BytegraphError):
+    """The tracer cannot capture a construct.
+
+    Raised by value and opcode handlers; the tracer attaches the user's
+    location before the frame breaks or falls back.
+
+    Example::
+
+        >>> raise Unsupported("call to print()", kind="print", hint="remove print")
+        Traceback (most recent call last):
+        ...
+        bytegraph.errors.Unsupported: [print] call to print()
+    """
+
+    def __init__(self, explanation: str, *, kind: str = "unsupported", hint: str = ""):
+        super().__init__(explanation)
+        self.kind = kind
+        self.explanation = explanation
+        self.hint = hint
+        self.location: Optional[UserLocation] = None
+
+    def record(self) -> BreakRecord:
+        return BreakRecord(self.kind, self.explanation, self.location, self.hint)
+
+    def __str__(self) -> str:
+        return str(self.record())
+
+
+class GraphBreakError(BytegraphError):
+    """``fullgraph=True`` was requested but the frame could not be captured whole.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> @bytegraph.compile(fullgraph=True, backend="eager")
+        ... def f(x):
+        ...     print("hi")
+        ...     return x + 1
+        >>> f(torch.ones(1))  # doctest: +SKIP
+        bytegraph.errors.GraphBreakError: [print] ... at demo.py:3 in f
+    """
+
+    def __init__(self, record: BreakRecord):
+        super().__init__(str(record))
+        self.record = record
+
+
+class BackendError(BytegraphError):
+    """The backend raised while compiling a graph, or returned a non-callable."""
+
+    def __init__(self, backend_name: str, message: str):
+        super().__init__(f"backend {backend_name!r} failed: {message}")
+        self.backend_name = backend_name
+
+
+class InternalError(BytegraphError):
+    """A bug inside bytegraph (only surfaced with ``config.raise_on_error``)."""
+
+
+class UserException(Exception):
+    """Internal: the traced program raised ``value`` (a symbolic exception).
+
+    Used to unwind symbolic frames until an exception-table handler takes it;
+    never escapes bytegraph.
+    """
+
+    def __init__(self, value):
+        super().__init__(value)
+        self.value = value

@@ -1,0 +1,122 @@
+"""The output graph: a ``torch.fx.Graph`` recorded under ``FakeTensorMode``.
+
+Tensor operations met while tracing become fx nodes; their metadata comes
+from running the same operation on fake tensors.  Graph inputs are lifted
+from sources (arguments, globals, closure contents, attributes): one
+placeholder per distinct real tensor, whatever the number of paths to it.
+At a graph exit the graph returns only the tensors the rest of the program
+needs, and is handed to the backend.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .errors import Unsupported
+from .sources import Source
+
+
+class GraphInput:
+    """A placeholder and where its real value comes from at run time."""
+
+    __slots__ = ("node", "source", "example", "fake")
+
+    def __init__(self, node: fx.Node, source: Source, example: torch.Tensor, fake):
+        self.node = node
+        self.source = source
+        self.example = example
+        self.fake = fake
+
+
+class OutputGraph:
+    """One fx graph under construction, with its fake tensor mode and inputs."""
+
+    def __init__(self):
+        self.graph = fx.Graph()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.inputs: List[GraphInput] = []
+        self._input_by_id: Dict[int, Any] = {}   # id(real tensor) -> TensorValue
+        self._keepalive: List[Any] = []
+        self.value_of_fake: Dict[int, Any] = {}  # id(fake) -> TensorValue
+        self.op_count = 0
+
+    # -- inputs -----------------------------------------------------------
+    def input_for(self, real: torch.Tensor):
+        """The TensorValue already lifted for this real tensor, if any."""
+        return self._input_by_id.get(id(real))
+
+    def add_input(self, real: torch.Tensor, source: Source, make_value):
+        name = _placeholder_name(source, len(self.inputs))
+        if self.inputs:
+            ctx = self.graph.inserting_after(self.inputs[-1].node)
+        elif len(self.graph.nodes):
+            ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
+        else:
+            ctx = None
+        if ctx is not None:
+            with ctx:
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        fake = self.fake_mode.from_tensor(real, static_shapes=True)
+        node.meta["example_value"] = fake
+        node.meta["val"] = fake
+        node.meta["source"] = source.name()
+        value = make_value(node, fake)
+        self.inputs.append(GraphInput(node, source, real, fake))
+        self._input_by_id[id(real)] = value
+        self._keepalive.append(real)
+        self.value_of_fake[id(fake)] = value
+        return value
+
+    # -- nodes ------------------------------------------------------------
+    def create_node(self, op: str, target, args: tuple, kwargs: dict, fake) -> fx.Node:
+        node = self.graph.create_node(op, target, args, kwargs)
+        node.meta["example_value"] = fake
+        node.meta["val"] = fake
+        self.op_count += 1
+        return node
+
+    # -- output -----------------------------------------------------------
+    def finish(self, outputs: List[fx.Node]) -> fx.GraphModule:
+        """Close the graph with ``outputs`` and return it as a GraphModule."""
+        self.graph.output(tuple(outputs))
+        self._prune_unused_nodes()
+        gm = fx.GraphModule(torch.nn.Module(), self.graph)
+        gm.meta["bytegraph_sources"] = [i.source.name() for i in self.inputs]
+        return gm
+
+    def _prune_unused_nodes(self) -> None:
+        # Pure nodes whose results nothing uses are dropped; in-place and
+        # random ops are kept (they are observable).
+        for node in reversed(list(self.graph.nodes)):
+            if node.op in ("call_function", "call_method") and not node.users and not _is_impure(node):
+                self.graph.erase_node(node)
+
+    def example_inputs(self) -> List[Any]:
+        return [i.fake for i in self.inputs]
+
+
+def _is_impure(node: fx.Node) -> bool:
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if name.endswith("_") and not name.endswith("__"):
+        return True  # in-place method/function (add_, copy_, ...)
+    if target in (operator.setitem, torch._C._set_grad_enabled):
+        return True
+    if node.kwargs.get("out") is not None:
+        return True
+    return False
+
+
+def _placeholder_name(source: Source, index: int) -> str:
+    raw = source.name()
+    cleaned = "".join(c if c.isalnum() else "_" for c in raw).strip("_") or "input"
+    if cleaned[0].isdigit():
+        cleaned = "i" + cleaned
+    return f"{cleaned[:40]}"

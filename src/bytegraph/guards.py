@@ -1,0 +1,316 @@
+"""Guards: the predicate that says when a cache entry is still valid.
+
+The tracer adds a :class:`Guard` whenever a value's behaviour depended on
+what its source held (a tensor's dtype and shape, a constant's value, which
+function a global named, what a closure cell held).  :func:`compile_guards`
+turns the collected guards of one trace into **one generated Python function**
+with the compiled function's own signature, so CPython binds the arguments and
+the check is straight-line code: no loop over guard objects at call time
+(DESIGN.md §5).  Checks are ordered cheapest and most discriminating first
+(argument types before tensor metadata before globals).
+
+Example::
+
+    >>> import torch
+    >>> from bytegraph.sources import LocalSource
+    >>> gs = GuardSet()
+    >>> gs.add(Guard.tensor(LocalSource("x"), torch.ones(2)))
+    >>> fn = compile_guards(gs, lambda x: None, frame_globals={})
+    >>> fn.check(torch.zeros(2)), fn.check(torch.zeros(3))
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import types
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from .diagnostics import log
+from .sources import Source, chain
+
+# Lower runs first.  Type checks are cheapest and reject most mismatches.
+_PRIORITY = {
+    "TYPE_MATCH": 0,
+    "ID_MATCH": 1,
+    "CONSTANT_MATCH": 2,
+    "LEN_MATCH": 3,
+    "DICT_KEYS": 4,
+    "SET_MATCH": 4,
+    "TENSOR_MATCH": 5,
+    "NO_TENSOR_ALIASING": 6,
+    "TENSOR_ALIAS": 6,
+    "NOT_IN_GLOBALS": 7,
+    "GRAD_MODE": 8,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """One condition on one source.
+
+    ``kind`` is one of the keys of ``_PRIORITY``; ``expected`` is what the
+    source held at trace time (or, for ``TENSOR_MATCH``, a tuple of metadata).
+    """
+
+    kind: str
+    source: Optional[Source]
+    expected: Any = None
+    #: further sources, for guards relating several values (aliasing)
+    others: Tuple[Source, ...] = ()
+
+    @staticmethod
+    def tensor(source: Source, t: torch.Tensor) -> "Guard":
+        meta = (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+        return Guard("TENSOR_MATCH", source, meta)
+
+    def _hash_key(self):
+        exp = self.expected
+        try:
+            hash(exp)
+        except TypeError:
+            exp = id(exp)
+        return (self.kind, self.source, exp if self.kind != "ID_MATCH" else id(self.expected), self.others)
+
+    def __hash__(self):
+        return hash(self._hash_key())
+
+    def __eq__(self, other):
+        return isinstance(other, Guard) and self._hash_key() == other._hash_key()
+
+    def describe(self) -> str:
+        """Readable form for ``explain()`` and logs."""
+        src = self.source.name() if self.source is not None else ""
+        k, e = self.kind, self.expected
+        if k == "TYPE_MATCH":
+            return f"type({src}) is {e.__qualname__}"
+        if k == "ID_MATCH":
+            return f"{src} is {_short(e)}"
+        if k == "CONSTANT_MATCH":
+            return f"{src} == {e!r}"
+        if k == "LEN_MATCH":
+            return f"len({src}) == {e}"
+        if k == "SET_MATCH":
+            return f"{src} == {set(e)!r}"
+        if k == "DICT_KEYS":
+            return f"list({src}.keys()) == {list(e)!r}"
+        if k == "TENSOR_MATCH":
+            typ, dtype, device, shape, stride, rg = e
+            return (f"{src}: {typ.__name__} dtype={dtype} device={device} "
+                    f"shape={list(shape)} stride={list(stride)} requires_grad={rg}")
+        if k == "TENSOR_ALIAS":
+            return f"{src} is {self.others[0].name()}"
+        if k == "NO_TENSOR_ALIASING":
+            return "tensors " + ", ".join(s.name() for s in (self.source,) + self.others) + " are distinct"
+        if k == "NOT_IN_GLOBALS":
+            return f"global {e!r} not defined (builtin {e!r} used)"
+        if k == "GRAD_MODE":
+            return f"torch.is_grad_enabled() == {e}"
+        return f"{k}({src}, {e!r})"
+
+
+def _short(obj) -> str:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if name:
+        return f"<{type(obj).__name__} {name}>"
+    return f"<{type(obj).__name__} at {id(obj):#x}>"
+
+
+class GuardSet:
+    """The guards of one trace, deduplicated."""
+
+    def __init__(self):
+        self._guards: Dict[Guard, None] = {}
+
+    def add(self, guard: Guard) -> None:
+        self._guards[guard] = None
+
+    def __iter__(self):
+        return iter(self._guards)
+
+    def __len__(self):
+        return len(self._guards)
+
+
+class CompiledGuard:
+    """The generated check of one cache entry.
+
+    ``check(*args, **kwargs)`` is the generated function itself (called on the
+    hot path); ``source`` is its text; ``describe()`` lists the guards;
+    ``why_failed(*args, **kwargs)`` names the first failing guard (slow path).
+    """
+
+    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn")
+
+    def __init__(self, check, source, guards, namespace, lines, signature_fn):
+        self.check = check
+        self.source = source
+        self.guards = guards
+        self._namespace = namespace
+        self._lines = lines
+        self._signature_fn = signature_fn
+
+    def describe(self) -> List[str]:
+        return [g.describe() for g in self.guards]
+
+    def why_failed(self, args, kwargs) -> Optional[str]:
+        """Return a description of the first guard that fails for these arguments."""
+        try:
+            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
+            bound.apply_defaults()
+        except TypeError as e:
+            return f"arguments do not bind: {e}"
+        env = dict(self._namespace)
+        env.update(bound.arguments)
+        for setup, cond, guard in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+                if not eval(cond, env):
+                    return guard.describe() + _actual(guard, env, setup)
+            except Exception as e:  # the guard function treats errors as failure too
+                return f"{guard.describe()} (raised {type(e).__name__}: {e})"
+        return None
+
+
+def _actual(guard: Guard, env, setup) -> str:
+    if not setup or guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH"):
+        return ""
+    value = env.get(setup[-1][0])
+    if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
+        return (f" (got dtype={value.dtype} shape={list(value.shape)} "
+                f"stride={list(value.stride())} requires_grad={value.requires_grad})")
+    if guard.kind == "TYPE_MATCH":
+        return f" (got {type(value).__qualname__})"
+    if guard.kind == "LEN_MATCH":
+        try:
+            return f" (got {len(value)})"
+        except TypeError:
+            return ""
+    return f" (got {value!r})"
+
+
+def _signature_text(code: types.CodeType) -> str:
+    """The parameter list of ``code`` without defaults (defaults are attached afterwards)."""
+    names = code.co_varnames
+    n_pos = code.co_argcount
+    n_kw = code.co_kwonlyargcount
+    parts = list(names[:n_pos])
+    if code.co_posonlyargcount:
+        parts.insert(code.co_posonlyargcount, "/")
+    idx = n_pos + n_kw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[idx])
+        idx += 1
+    elif n_kw:
+        parts.append("*")
+    parts.extend(names[n_pos:n_pos + n_kw])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[idx])
+    return ", ".join(parts)
+
+
+def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> CompiledGuard:
+    """Generate the check function for one cache entry of ``fn``.
+
+    ``fn`` supplies the signature (and defaults) the check is called with and
+    the closure the ``RootCellSource`` guards read.
+    """
+    code = fn.__code__
+    ns: Dict[str, Any] = {
+        "___G": frame_globals,
+        "___B": builtins.__dict__,
+        "___cells": fn.__closure__ or (),
+        "___grad_enabled": torch.is_grad_enabled,
+    }
+    bound_ids: Dict[int, str] = {}
+
+    def bind(obj) -> str:
+        name = bound_ids.get(id(obj))
+        if name is None:
+            name = f"___k{len(bound_ids)}"
+            bound_ids[id(obj)] = name
+            ns[name] = obj
+        return name
+
+    var_of: Dict[Source, str] = {}
+
+    def expr_of(source: Source, setup: list) -> str:
+        """Name of a local holding ``source``; appends the assignments it needs."""
+        for s in chain(source):
+            if s in var_of:
+                continue
+            base = var_of[s.base] if s.base is not None else None
+            text = s.guard_expr(base, bind)
+            if s.base is None and text.isidentifier() and not text.startswith("___"):
+                var_of[s] = text  # a parameter: no assignment needed
+                continue
+            var = f"___v{len(var_of)}"
+            setup.append((var, text))
+            var_of[s] = var
+        return var_of[source]
+
+    ordered = sorted(guards, key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
+    lines: List[Tuple[list, str, Guard]] = []
+    for g in ordered:
+        setup: list = []
+        cond = _condition(g, expr_of, setup, bind)
+        lines.append((setup, cond, g))
+
+    body = []
+    for setup, cond, _ in lines:
+        for var, text in setup:
+            body.append(f"        {var} = {text}")
+        body.append(f"        if not ({cond}): return False")
+    body.append("        return True")
+    src = (
+        f"def ___guard({_signature_text(code)}):\n"
+        f"    try:\n" + "\n".join(body) + "\n"
+        f"    except Exception:\n"
+        f"        return False\n"
+    )
+    exec(compile(src, f"<bytegraph guard {code.co_name}>", "exec"), ns)
+    check = ns["___guard"]
+    check.__defaults__ = fn.__defaults__
+    check.__kwdefaults__ = fn.__kwdefaults__
+    log("guards", "guards for %s:\n%s", code.co_name, src)
+    return CompiledGuard(check, src, [g for _, _, g in lines], ns, lines, fn)
+
+
+def _condition(g: Guard, expr_of, setup, bind) -> str:
+    k = g.kind
+    if k == "GRAD_MODE":
+        return f"___grad_enabled() is {g.expected}"
+    if k == "NOT_IN_GLOBALS":
+        return f"{g.expected!r} not in ___G"
+    e = expr_of(g.source, setup)
+    if k == "TYPE_MATCH":
+        return f"type({e}) is {bind(g.expected)}"
+    if k == "ID_MATCH":
+        return f"{e} is {bind(g.expected)}"
+    if k == "CONSTANT_MATCH":
+        v = g.expected
+        if v is None or v is True or v is False or v is Ellipsis:
+            return f"{e} is {v!r}"
+        return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
+    if k == "LEN_MATCH":
+        return f"len({e}) == {g.expected}"
+    if k == "SET_MATCH":
+        return f"{e} == {bind(g.expected)}"
+    if k == "DICT_KEYS":
+        return f"tuple({e}) == {bind(tuple(g.expected))}"
+    if k == "TENSOR_MATCH":
+        typ, dtype, device, shape, stride, rg = g.expected
+        return (f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)} "
+                f"and {e}.shape == {shape!r} and {e}.stride() == {stride!r} "
+                f"and {e}.requires_grad is {rg} and {e}.device == {bind(device)}")
+    if k == "TENSOR_ALIAS":
+        return f"{e} is {expr_of(g.others[0], setup)}"
+    if k == "NO_TENSOR_ALIASING":
+        exprs = [e] + [expr_of(s, setup) for s in g.others]
+        return f"len({{{', '.join('id(%s)' % x for x in exprs)}}}) == {len(exprs)}"
+    raise AssertionError(f"unknown guard kind {k}")

@@ -1,0 +1,165 @@
+"""The side-effect table: identity of mutable objects and buffered mutations.
+
+Nothing the traced program mutates is changed while tracing.  Instead:
+
+* every pre-existing mutable object the trace touches is registered here by
+  the identity of the real object, so one object is one value however it was
+  reached (``track_existing`` / ``existing``; cells through ``cell_for``);
+* mutations mark the value (``mutate``) or record a pending write (attributes
+  via ``store_attr``, globals via ``store_global``);
+* after the graph runs, codegen replays the final state of each mutated
+  pre-existing object exactly once, in first-mutation order (``emit_replay``).
+
+Objects created during the trace need no table entry: they are values with no
+source, rebuilt by codegen only if something live reaches them (the single
+pruning mechanism, DESIGN.md C7; see ``codegen.live_values``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from .sources import Source
+from .values.base import Value
+from .values.cells import CellValue, UNREAD
+from .values.containers import DictValue, ListValue, SetValue
+
+
+class SideEffects:
+    def __init__(self):
+        self._existing: Dict[int, Value] = {}
+        self._keepalive: List[object] = []
+        #: pre-existing values whose state changed, in first-mutation order
+        self.mutated: Dict[Value, None] = {}
+        #: pending attribute writes: value -> {name: new value or DELETED}
+        self.attr_writes: Dict[Value, Dict[str, Value]] = {}
+        #: pending global writes: (id(globals dict), name) -> (globals dict, name, value)
+        self.global_writes: Dict[Tuple[int, str], Tuple[dict, str, Value]] = {}
+        #: order of all pending effects (keys into the tables above)
+        self.order: Dict[object, None] = {}
+
+    # -- identity ------------------------------------------------------------
+    def existing(self, obj) -> Optional[Value]:
+        return self._existing.get(id(obj))
+
+    def track_existing(self, obj, value: Value) -> None:
+        self._existing[id(obj)] = value
+        self._keepalive.append(obj)
+
+    def cell_for(self, real_cell, name: str, source: Optional[Source]) -> CellValue:
+        """The one :class:`CellValue` for a pre-existing cell object (C1)."""
+        known = self._existing.get(id(real_cell))
+        if known is not None:
+            return known  # e.g. the root's free variable reached again through a helper's closure
+        cell = CellValue(name, source, contents=UNREAD, real_cell=real_cell)
+        self.track_existing(real_cell, cell)
+        return cell
+
+    # -- mutations -------------------------------------------------------------
+    def mutate(self, value: Value) -> None:
+        """Note that ``value``'s state changes; only pre-existing objects need replay."""
+        if value.source is not None and value not in self.mutated:
+            self.mutated[value] = None
+            self.order[("state", id(value))] = None
+
+    def store_attr(self, obj: Value, name: str, value: Value) -> None:
+        self.attr_writes.setdefault(obj, {})[name] = value
+        self.order[("attr", id(obj), name)] = None
+
+    def pending_attr(self, obj: Value, name: str) -> Optional[Value]:
+        writes = self.attr_writes.get(obj)
+        return writes.get(name) if writes else None
+
+    def store_global(self, f_globals: dict, name: str, value: Value) -> None:
+        self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
+        self.order[("global", id(f_globals), name)] = None
+
+    def pending_global(self, f_globals: dict, name: str) -> Optional[Value]:
+        hit = self.global_writes.get((id(f_globals), name))
+        return hit[2] if hit else None
+
+    def has_pending(self) -> bool:
+        return bool(self.mutated or self.attr_writes or self.global_writes)
+
+    # -- replay ----------------------------------------------------------------
+    def _effects(self):
+        """Pending effects in first-mutation order: (kind, target, payload)."""
+        by_id = {id(v): v for v in self.mutated}
+        attr_by = {id(v): (v, w) for v, w in self.attr_writes.items()}
+        for key in self.order:
+            kind = key[0]
+            if kind == "state":
+                yield "state", by_id[key[1]], None
+            elif kind == "attr":
+                obj, writes = attr_by[key[1]]
+                yield "attr", obj, (key[2], writes[key[2]])
+            else:
+                f_globals, name, value = self.global_writes[(key[1], key[2])]
+                yield "global", f_globals, (name, value)
+
+    def replay_roots(self) -> List[Value]:
+        """Values the replay needs (their reachable new objects stay alive)."""
+        from .values.objects import DELETED
+        roots: List[Value] = []
+        for kind, target, payload in self._effects():
+            if kind == "state":
+                roots.extend(_state_children(target))
+            else:
+                value = payload[1]
+                if value is not DELETED:
+                    roots.append(value)
+        return roots
+
+    def emit_replay(self, cg) -> None:
+        """Emit the writes: first evaluate every new state into temporaries
+        (so no write can change what a later one reads), then apply them in order."""
+        from .values.objects import DELETED
+        effects = list(self._effects())
+        staged = []
+        for kind, target, payload in effects:
+            if kind == "state" and not isinstance(target, CellValue):
+                staged.append(cg.stage_new_state(target))
+            else:
+                value = target.contents if kind == "state" else payload[1]
+                if isinstance(value, Value) and value is not DELETED:
+                    cg.stage_value(value)
+                staged.append(None)
+        for (kind, target, payload), temp in zip(effects, staged):
+            if kind == "state":
+                if isinstance(target, CellValue):
+                    target.emit_writeback(cg)
+                else:
+                    cg.apply_new_state(target, temp)
+            elif kind == "attr":
+                name, value = payload
+                if value is DELETED:
+                    cg.reconstruct(target)
+                    cg.emit("DELETE_ATTR", name)
+                else:
+                    cg.reconstruct(value)
+                    cg.reconstruct(target)
+                    cg.emit("STORE_ATTR", name)
+            else:
+                name, value = payload
+                if target is cg.root_globals:
+                    if value is DELETED:
+                        cg.emit("DELETE_GLOBAL", name)
+                    else:
+                        cg.reconstruct(value)
+                        cg.emit("STORE_GLOBAL", name)
+                else:
+                    if value is DELETED:
+                        cg.load_object(target)
+                        cg.load_object(name)
+                        cg.emit("DELETE_SUBSCR")
+                    else:
+                        cg.reconstruct(value)
+                        cg.load_object(target)
+                        cg.load_object(name)
+                        cg.emit("STORE_SUBSCR")
+
+
+def _state_children(value: Value) -> List[Value]:
+    if isinstance(value, CellValue):
+        return list(value.children())
+    return list(value.children())

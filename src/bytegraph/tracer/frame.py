@@ -1,0 +1,178 @@
+"""The symbolic frame: stack, localsplus slots (cells included), and the
+run loop that dispatches each instruction to the handler named after its opcode.
+
+One class serves the root frame and inlined frames alike (DESIGN.md C2):
+cells live in ``locals`` under their names, and ``LOAD_DEREF``/``STORE_DEREF``
+go through the cell value in both.  Handlers live in the ``ops_*`` mixins,
+one small method per opcode; :data:`DISPATCH` maps opnames to them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from typing import Dict, List, Optional
+
+import torch
+
+from .. import config
+from ..bytecode import decode
+from ..errors import Unsupported, UserException, UserLocation
+from ..values.base import Value
+from ..values.cells import CellValue
+from ..values.constants import ConstantValue, const
+from ..values.objects import ExceptionValue
+from .ops_calls import CallOps
+from .ops_control import ControlOps
+from .ops_data import DataOps
+from .ops_locals import LocalOps
+from .ops_stack import StackOps
+
+_CODE_INFO: Dict[types.CodeType, tuple] = {}
+
+
+def code_info(code: types.CodeType):
+    """Decoded instructions of ``code`` and the index of each (by identity)."""
+    info = _CODE_INFO.get(code)
+    if info is None:
+        instrs = decode(code)
+        info = (instrs, {id(ins): i for i, ins in enumerate(instrs)})
+        _CODE_INFO[code] = info
+    return info
+
+
+class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
+    """One executing code object: the root frame or an inlined call."""
+
+    def __init__(self, trace, code: types.CodeType, f_globals: dict, locals_: Dict[str, Value],
+                 closure: List[CellValue], parent: Optional["Frame"] = None, fn_name: str = ""):
+        self.trace = trace
+        self.code = code
+        self.instrs, self.index_of = code_info(code)
+        self.ip = 0
+        self.stack: List[Value] = []
+        self.locals: Dict[str, Value] = dict(locals_)
+        self.closure = closure
+        self.f_globals = f_globals
+        b = f_globals.get("__builtins__", builtins)
+        self.f_builtins = b.__dict__ if isinstance(b, types.ModuleType) else b
+        self.parent = parent
+        self.depth = parent.depth + 1 if parent is not None else 0
+        self.fn_name = fn_name or code.co_name
+        self.kw_names: tuple = ()
+        self.returned = False
+        self.return_value: Optional[Value] = None
+        self.current = None
+        self.exc_stack: List[Value] = []
+        #: root arguments not read yet (wrapped lazily on first read, so unused
+        #: arguments get no guards and no graph inputs)
+        self.unrealized: Dict[str, object] = {}
+
+    # -- services used by values ---------------------------------------------
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    @property
+    def graph(self):
+        return self.trace.graph
+
+    @property
+    def side_effects(self):
+        return self.trace.side_effects
+
+    @property
+    def guards(self):
+        return self.trace.guards
+
+    def wrap(self, obj, source) -> Value:
+        return self.trace.wrap(self, obj, source)
+
+    def raise_python_exception(self, exc: BaseException):
+        """Raise ``exc`` inside the traced program (a symbolic exception)."""
+        raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))
+                                                         for a in exc.args], real=exc))
+
+    def set_grad_mode(self, enabled: bool) -> None:
+        self.trace.set_grad_mode(enabled)
+
+    def graph_input_example(self, value):
+        for inp in self.graph.inputs:
+            if inp.node is value.node:
+                return inp.example
+        raise Unsupported("no example for a non-input tensor", kind="internal")
+
+    def location(self) -> UserLocation:
+        ins = self.current
+        line = ins.positions.lineno if ins is not None and ins.positions is not None else self.code.co_firstlineno
+        return UserLocation(self.code.co_filename, line, self.code.co_qualname)
+
+    # -- inlining --------------------------------------------------------------
+    def inline_call(self, code: types.CodeType, f_globals: dict, closure: List[CellValue],
+                    bound: Dict[str, Value], name: str) -> Value:
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async gen
+            raise Unsupported(f"calling generator or coroutine function {name}()", kind="generator",
+                              hint="generators are not supported inside compiled functions yet")
+        if self.depth + 1 > config.max_inline_depth:
+            raise Unsupported(f"call depth over {config.max_inline_depth} inlining {name}()",
+                              kind="recursion_limit")
+        child = Frame(self.trace, code, f_globals, bound, closure, parent=self, fn_name=name)
+        return child.run()
+
+    # -- run loop ----------------------------------------------------------------
+    def run(self) -> Value:
+        instrs = self.instrs
+        trace = self.trace
+        while not self.returned:
+            ins = instrs[self.ip]
+            self.ip += 1
+            self.current = ins
+            handler = DISPATCH.get(ins.opname)
+            if handler is None:
+                raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
+            trace.steps += 1
+            try:
+                handler(self, ins)
+            except UserException as exc:
+                if not self._unwind_to_handler(exc, ins):
+                    raise
+            except Unsupported as exc:
+                if exc.location is None:
+                    exc.location = self.location()
+                raise
+        return self.return_value
+
+    def _unwind_to_handler(self, exc: UserException, ins) -> bool:
+        entry = ins.exn
+        if entry is None:
+            return False
+        del self.stack[entry.depth:]
+        if entry.lasti:
+            self.stack.append(const(ins.offset if ins.offset is not None else -1))
+        self.stack.append(exc.value)
+        self.jump_to(entry.target)
+        return True
+
+    def jump_to(self, target) -> None:
+        self.ip = self.index_of[id(target)]
+
+    # -- stack helpers ---------------------------------------------------------
+    def push(self, v: Value) -> None:
+        self.stack.append(v)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> List[Value]:
+        if n == 0:
+            return []
+        out = self.stack[-n:]
+        del self.stack[-n:]
+        return out
+
+
+def _is_lit(a) -> bool:
+    return isinstance(a, (int, float, str, bool, type(None), bytes))
+
+
+DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper()}

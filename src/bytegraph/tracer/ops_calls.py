@@ -1,0 +1,72 @@
+"""Handlers for calls, function creation and return."""
+
+from __future__ import annotations
+
+from ..errors import Unsupported
+from ..values.base import NullValue
+from ..values.cells import CellValue
+from ..values.containers import DictValue, TupleValue
+from ..values.functions import NestedFunctionValue
+
+
+class CallOps:
+    def KW_NAMES(self, ins):
+        self.kw_names = ins.argval
+
+    def CALL(self, ins):
+        argc = ins.arg
+        args = self.popn(argc)
+        second = self.stack.pop()   # callable (NULL below) or self (method below)
+        first = self.stack.pop()    # NULL or callable
+        if isinstance(first, NullValue):
+            fn = second
+        else:
+            fn = first
+            args = [second] + args
+        kwargs = {}
+        if self.kw_names:
+            names = self.kw_names
+            self.kw_names = ()
+            kw_values = args[len(args) - len(names):]
+            del args[len(args) - len(names):]
+            kwargs = dict(zip(names, kw_values))
+        self.stack.append(fn.call(self, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, ins):
+        kwargs = self.stack.pop() if ins.arg & 1 else None
+        args = self.stack.pop()
+        fn = self.stack.pop()
+        if self.stack and isinstance(self.stack[-1], NullValue):
+            self.stack.pop()
+        arg_list = args.unpack(self)
+        kw = {}
+        if kwargs is not None:
+            if not isinstance(kwargs, DictValue):
+                raise Unsupported("**kwargs that is not a dict", kind="unsupported_call")
+            for k, v in kwargs.entries.values():
+                kw[k.as_constant()] = v
+        self.stack.append(fn.call(self, arg_list, kw))
+
+    def MAKE_FUNCTION(self, ins):
+        flags = ins.arg
+        code = self.stack.pop().as_constant()
+        closure = self.stack.pop() if flags & 0x08 else None
+        if flags & 0x04:
+            self.stack.pop()  # annotations: not needed to run the function
+        kwdefaults = self.stack.pop() if flags & 0x02 else None
+        defaults = self.stack.pop() if flags & 0x01 else None
+        cells = []
+        if closure is not None:
+            cells = closure.unpack(self)
+            if not all(isinstance(c, CellValue) for c in cells):
+                raise Unsupported("closure tuple of non-cells", kind="internal")
+        if defaults is not None and not isinstance(defaults, TupleValue):
+            defaults = TupleValue(defaults.unpack(self))
+        if kwdefaults is not None and not isinstance(kwdefaults, DictValue):
+            raise Unsupported("keyword defaults that are not a dict", kind="internal")
+        self.stack.append(NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells,
+                                              code.co_qualname))
+
+    def RETURN_VALUE(self, ins):
+        self.return_value = self.stack.pop()
+        self.returned = True

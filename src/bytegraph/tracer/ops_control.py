@@ -1,0 +1,122 @@
+"""Handlers for jumps, loops, ``with`` blocks and exceptions.
+
+Exceptions raised by the traced program are symbolic: a handler raises
+``UserException``, and the run loop moves to the exception-table handler of
+the raising instruction (3.11's static table), exactly as CPython would.
+"""
+
+from __future__ import annotations
+
+from ..errors import Unsupported, UserException
+from ..values.constants import NONE, ConstantValue, const
+from ..values.containers import IteratorValue
+from ..values.objects import ClassValue, ExceptionValue, GradModeValue, WithExitValue
+from ..values.tensors import TensorValue, graph_call
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantValue) and v.value is None
+
+
+class ControlOps:
+    # -- jumps -----------------------------------------------------------------
+    def JUMP(self, ins):
+        self.jump_to(ins.target)
+
+    JUMP_NO_INTERRUPT = JUMP
+
+    def POP_JUMP_IF_TRUE(self, ins):
+        if self.stack.pop().truth(self):
+            self.jump_to(ins.target)
+
+    def POP_JUMP_IF_FALSE(self, ins):
+        if not self.stack.pop().truth(self):
+            self.jump_to(ins.target)
+
+    def POP_JUMP_IF_NONE(self, ins):
+        if _is_none(self.stack.pop()):
+            self.jump_to(ins.target)
+
+    def POP_JUMP_IF_NOT_NONE(self, ins):
+        if not _is_none(self.stack.pop()):
+            self.jump_to(ins.target)
+
+    def JUMP_IF_TRUE_OR_POP(self, ins):
+        if self.stack[-1].truth(self):
+            self.jump_to(ins.target)
+        else:
+            self.stack.pop()
+
+    def JUMP_IF_FALSE_OR_POP(self, ins):
+        if not self.stack[-1].truth(self):
+            self.jump_to(ins.target)
+        else:
+            self.stack.pop()
+
+    # -- iteration -------------------------------------------------------------
+    def GET_ITER(self, ins):
+        v = self.stack.pop()
+        self.stack.append(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(self)))
+
+    def FOR_ITER(self, ins):
+        it = self.stack[-1]
+        if not isinstance(it, IteratorValue):
+            raise Unsupported(f"iterating a {it.type_name()}", kind="unsupported_iter")
+        item = it.next(self)
+        if item is None:
+            self.stack.pop()
+            self.jump_to(ins.target)
+        else:
+            self.stack.append(item)
+
+    # -- with ------------------------------------------------------------------
+    def BEFORE_WITH(self, ins):
+        ctx = self.stack.pop()
+        if not isinstance(ctx, GradModeValue):
+            raise Unsupported(f"`with` on a {ctx.type_name()} object", kind="unsupported_context",
+                              hint="only torch.no_grad()/enable_grad()/set_grad_enabled() are supported in `with` yet")
+        self.stack.append(WithExitValue(ctx))
+        self.stack.append(ctx.enter(self))
+
+    def WITH_EXCEPT_START(self, ins):
+        exit_fn = self.stack[-4]
+        self.stack.append(exit_fn.call(self, [], {}))
+
+    # -- exceptions ----------------------------------------------------------------
+    def PUSH_EXC_INFO(self, ins):
+        exc = self.stack.pop()
+        self.stack.append(self.exc_stack[-1] if self.exc_stack else NONE)
+        self.exc_stack.append(exc)
+        self.stack.append(exc)
+
+    def POP_EXCEPT(self, ins):
+        self.stack.pop()
+        if self.exc_stack:
+            self.exc_stack.pop()
+
+    def CHECK_EXC_MATCH(self, ins):
+        match = self.stack.pop()
+        exc = self.stack[-1]
+        classes = match.as_constant() if match.is_constant() else tuple(c.as_constant() for c in match.unpack(self))
+        self.stack.append(const(issubclass(exc.python_type(), classes)))
+
+    def RERAISE(self, ins):
+        exc = self.stack.pop()
+        raise UserException(exc)
+
+    def RAISE_VARARGS(self, ins):
+        if ins.arg == 0:
+            if not self.exc_stack:
+                self.raise_python_exception(RuntimeError("No active exception to reraise"))
+            raise UserException(self.exc_stack[-1])
+        if ins.arg == 2:
+            self.stack.pop()  # the cause: not modelled (tracebacks are not reconstructed)
+        exc = self.stack.pop()
+        if isinstance(exc, ClassValue) or exc.is_constant() and isinstance(exc.as_constant(), type):
+            exc = exc.call(self, [], {})
+        if not isinstance(exc, ExceptionValue):
+            self.raise_python_exception(TypeError("exceptions must derive from BaseException"))
+        raise UserException(exc)
+
+    def LOAD_ASSERTION_ERROR(self, ins):
+        self.stack.append(ClassValue(AssertionError))

@@ -1,0 +1,172 @@
+"""Handlers for operators, subscripts, building and unpacking containers, and strings."""
+
+from __future__ import annotations
+
+import operator
+
+from ..errors import Unsupported
+from ..values.base import Value
+from ..values.constants import ConstantValue, const
+from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
+                                same_object, setitem, unary_op)
+from ..values.tensors import TensorValue
+
+
+class DataOps:
+    # -- operators ---------------------------------------------------------------
+    def BINARY_OP(self, ins):
+        b = self.stack.pop()
+        a = self.stack.pop()
+        self.stack.append(binary_op(self, BINARY_OP_FUNCS[ins.arg], a, b))
+
+    def COMPARE_OP(self, ins):
+        b = self.stack.pop()
+        a = self.stack.pop()
+        self.stack.append(compare(self, ins.argval, a, b))
+
+    def IS_OP(self, ins):
+        b = self.stack.pop()
+        a = self.stack.pop()
+        self.stack.append(const(same_object(a, b) != bool(ins.arg)))
+
+    def CONTAINS_OP(self, ins):
+        container = self.stack.pop()
+        item = self.stack.pop()
+        self.stack.append(const(contains(self, container, item) != bool(ins.arg)))
+
+    def UNARY_NEGATIVE(self, ins):
+        self.stack.append(unary_op(self, operator.neg, self.stack.pop()))
+
+    def UNARY_POSITIVE(self, ins):
+        self.stack.append(unary_op(self, operator.pos, self.stack.pop()))
+
+    def UNARY_INVERT(self, ins):
+        self.stack.append(unary_op(self, operator.invert, self.stack.pop()))
+
+    def UNARY_NOT(self, ins):
+        self.stack.append(const(not self.stack.pop().truth(self)))
+
+    # -- subscripts ----------------------------------------------------------------
+    def BINARY_SUBSCR(self, ins):
+        index = self.stack.pop()
+        obj = self.stack.pop()
+        self.stack.append(getitem(self, obj, index))
+
+    def STORE_SUBSCR(self, ins):
+        index = self.stack.pop()
+        obj = self.stack.pop()
+        value = self.stack.pop()
+        setitem(self, obj, index, value)
+
+    def DELETE_SUBSCR(self, ins):
+        index = self.stack.pop()
+        obj = self.stack.pop()
+        delitem(self, obj, index)
+
+    def BUILD_SLICE(self, ins):
+        self.stack.append(SliceValue(self.popn(ins.arg)))
+
+    # -- building containers -------------------------------------------------------
+    def BUILD_TUPLE(self, ins):
+        self.stack.append(TupleValue(self.popn(ins.arg)))
+
+    def BUILD_LIST(self, ins):
+        self.stack.append(ListValue(self.popn(ins.arg)))
+
+    def BUILD_SET(self, ins):
+        self.stack.append(SetValue(self.popn(ins.arg)))
+
+    def BUILD_MAP(self, ins):
+        flat = self.popn(2 * ins.arg)
+        self.stack.append(DictValue.from_pairs(zip(flat[::2], flat[1::2])))
+
+    def BUILD_CONST_KEY_MAP(self, ins):
+        keys = self.stack.pop().as_constant()
+        values = self.popn(ins.arg)
+        self.stack.append(DictValue.from_pairs(zip([const(k) for k in keys], values)))
+
+    def LIST_APPEND(self, ins):
+        v = self.stack.pop()
+        self.stack[-ins.arg].items.append(v)
+
+    def SET_ADD(self, ins):
+        v = self.stack.pop()
+        self.stack[-ins.arg].elements.setdefault(key_of(v), v)
+
+    def MAP_ADD(self, ins):
+        value = self.stack.pop()
+        key = self.stack.pop()
+        self.stack[-ins.arg].entries[key_of(key)] = (key, value)
+
+    def LIST_EXTEND(self, ins):
+        v = self.stack.pop()
+        self.stack[-ins.arg].items.extend(v.unpack(self))
+
+    def SET_UPDATE(self, ins):
+        v = self.stack.pop()
+        target = self.stack[-ins.arg]
+        for item in v.unpack(self):
+            target.elements.setdefault(key_of(item), item)
+
+    def DICT_UPDATE(self, ins):
+        v = self.stack.pop()
+        target = self.stack[-ins.arg]
+        if not isinstance(v, DictValue):
+            raise Unsupported(f"dict update from a {v.type_name()}", kind="unsupported_dict")
+        target.entries.update(v.entries)
+
+    def DICT_MERGE(self, ins):
+        v = self.stack.pop()
+        target = self.stack[-ins.arg]
+        if not isinstance(v, DictValue):
+            raise Unsupported(f"** from a {v.type_name()}", kind="unsupported_dict")
+        for k in v.entries:
+            if k in target.entries:
+                self.raise_python_exception(TypeError(f"got multiple values for keyword argument {k[1]!r}"))
+        target.entries.update(v.entries)
+
+    def LIST_TO_TUPLE(self, ins):
+        self.stack.append(TupleValue(self.stack.pop().items))
+
+    # -- unpacking -----------------------------------------------------------------
+    def UNPACK_SEQUENCE(self, ins):
+        items = self.stack.pop().unpack(self)
+        if len(items) != ins.arg:
+            if len(items) > ins.arg:
+                self.raise_python_exception(ValueError(f"too many values to unpack (expected {ins.arg})"))
+            self.raise_python_exception(ValueError(
+                f"not enough values to unpack (expected {ins.arg}, got {len(items)})"))
+        self.stack.extend(reversed(items))
+
+    def UNPACK_EX(self, ins):
+        before = ins.arg & 0xFF
+        after = ins.arg >> 8
+        items = self.stack.pop().unpack(self)
+        if len(items) < before + after:
+            self.raise_python_exception(ValueError(
+                f"not enough values to unpack (expected at least {before + after}, got {len(items)})"))
+        middle = ListValue(items[before:len(items) - after])
+        out = items[:before] + [middle] + items[len(items) - after:]
+        self.stack.extend(reversed(out))
+
+    # -- strings ---------------------------------------------------------------------
+    def FORMAT_VALUE(self, ins):
+        spec = self.stack.pop().as_constant() if ins.arg & 0x04 else ""
+        value = self.stack.pop()
+        if isinstance(value, TensorValue) or not value.is_constant():
+            raise Unsupported(f"formatting a {value.type_name()} in an f-string", kind="unsupported_format",
+                              hint="only constants can be formatted inside compiled functions")
+        v = value.as_constant()
+        conv = ins.arg & 0x03
+        if conv == 1:
+            v = str(v)
+        elif conv == 2:
+            v = repr(v)
+        elif conv == 3:
+            v = ascii(v)
+        self.stack.append(const(format(v, spec)))
+
+    def BUILD_STRING(self, ins):
+        parts = self.popn(ins.arg)
+        self.stack.append(const("".join(p.as_constant() for p in parts)))

@@ -1,0 +1,155 @@
+"""Handlers for locals, cells, globals, attributes and imports.
+
+Cells follow one path in every frame (DESIGN.md C2): ``MAKE_CELL`` and
+``COPY_FREE_VARS`` put a :class:`CellValue` in the locals under the variable's
+name, ``LOAD_CLOSURE`` pushes it exactly like ``LOAD_FAST``, and the ``*_DEREF``
+opcodes read, write and empty its contents through the side-effect table.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..errors import Unsupported
+from ..guards import Guard
+from ..sources import (BuiltinSource, GlobalSource, ItemSource, LocalSource, ObjectSource, RootCellSource)
+from ..values.base import NULL
+from ..values.cells import CellValue, EMPTY
+from ..values.objects import DELETED, PythonModuleValue
+
+
+class LocalOps:
+    # -- fast locals ---------------------------------------------------------
+    def load_local(self, name: str):
+        value = self.locals.get(name)
+        if value is None:
+            if name in self.unrealized:
+                obj = self.unrealized.pop(name)
+                value = self.wrap(obj, LocalSource(name))
+                self.locals[name] = value
+            else:
+                self.raise_python_exception(UnboundLocalError(
+                    f"cannot access local variable '{name}' where it is not associated with a value"))
+        return value
+
+    def LOAD_FAST(self, ins):
+        self.stack.append(self.load_local(ins.argval))
+
+    def STORE_FAST(self, ins):
+        self.unrealized.pop(ins.argval, None)
+        self.locals[ins.argval] = self.stack.pop()
+
+    def DELETE_FAST(self, ins):
+        self.load_local(ins.argval)
+        del self.locals[ins.argval]
+
+    # -- cells -----------------------------------------------------------------
+    def MAKE_CELL(self, ins):
+        name = ins.argval
+        initial = EMPTY
+        if name in self.locals or name in self.unrealized:
+            if self.is_root and name in self.unrealized:
+                initial = self.wrap(self.unrealized.pop(name), LocalSource(name, is_cell=True))
+            else:
+                initial = self.locals[name]
+        source = RootCellSource(name, None) if self.is_root else None
+        self.locals[name] = CellValue(name, source, contents=initial)
+
+    def COPY_FREE_VARS(self, ins):
+        names = self.code.co_freevars
+        if self.is_root:
+            real = self.trace.fn.__closure__
+            for i, name in enumerate(names):
+                self.locals[name] = self.side_effects.cell_for(real[i], name, RootCellSource(name, i))
+        else:
+            for name, cell in zip(names, self.closure):
+                self.locals[name] = cell
+
+    def LOAD_CLOSURE(self, ins):
+        self.stack.append(self.locals[ins.argval])
+
+    def LOAD_DEREF(self, ins):
+        self.stack.append(self.locals[ins.argval].read(self))
+
+    def STORE_DEREF(self, ins):
+        self.locals[ins.argval].write(self, self.stack.pop())
+
+    def DELETE_DEREF(self, ins):
+        self.locals[ins.argval].delete(self)
+
+    # -- globals ---------------------------------------------------------------
+    def load_global(self, name: str):
+        f_globals = self.f_globals
+        pending = self.side_effects.pending_global(f_globals, name)
+        if pending is not None:
+            if pending is DELETED:
+                self.raise_python_exception(NameError(f"name '{name}' is not defined"))
+            return pending
+        cache = self.trace.global_cache
+        key = (id(f_globals), name)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        root = f_globals is self.trace.fn.__globals__
+        if name in f_globals:
+            source = GlobalSource(name) if root else ItemSource(self.trace.globals_source(f_globals), name)
+            value = self.wrap(f_globals[name], source)
+        elif name in self.f_builtins:
+            if root:
+                self.guards.add(Guard("NOT_IN_GLOBALS", None, name))
+                source = BuiltinSource(name)
+            else:
+                source = ItemSource(ObjectSource(self.f_builtins, "builtins"), name)
+            value = self.wrap(self.f_builtins[name], source)
+        else:
+            self.raise_python_exception(NameError(f"name '{name}' is not defined"))
+        cache[key] = value
+        return value
+
+    def LOAD_GLOBAL(self, ins):
+        if ins.arg is not None and ins.arg & 1:
+            self.stack.append(NULL)
+        self.stack.append(self.load_global(ins.argval))
+
+    def STORE_GLOBAL(self, ins):
+        self.side_effects.store_global(self.f_globals, ins.argval, self.stack.pop())
+
+    def DELETE_GLOBAL(self, ins):
+        self.load_global(ins.argval)
+        self.side_effects.store_global(self.f_globals, ins.argval, DELETED)
+
+    # -- attributes --------------------------------------------------------------
+    def LOAD_ATTR(self, ins):
+        obj = self.stack.pop()
+        self.stack.append(obj.get_attr(self, ins.argval))
+
+    def LOAD_METHOD(self, ins):
+        obj = self.stack.pop()
+        self.stack.append(NULL)
+        self.stack.append(obj.get_attr(self, ins.argval))
+
+    def STORE_ATTR(self, ins):
+        obj = self.stack.pop()
+        value = self.stack.pop()
+        obj.set_attr(self, ins.argval, value)
+
+    def DELETE_ATTR(self, ins):
+        self.stack.pop().del_attr(self, ins.argval)
+
+    # -- imports -------------------------------------------------------------------
+    def IMPORT_NAME(self, ins):
+        fromlist = self.stack.pop().as_constant()
+        level = self.stack.pop().as_constant()
+        name = ins.argval
+        if level != 0:
+            raise Unsupported("relative import inside a compiled function", kind="unsupported_import")
+        top = name.partition(".")[0]
+        if name not in sys.modules:
+            raise Unsupported(f"import of not-yet-imported module {name}", kind="unsupported_import",
+                              hint="import it at module level")
+        module = sys.modules[name] if fromlist else sys.modules[top]
+        self.stack.append(PythonModuleValue(module, ObjectSource(module, module.__name__)))
+
+    def IMPORT_FROM(self, ins):
+        module = self.stack[-1]
+        self.stack.append(module.get_attr(self, ins.argval))

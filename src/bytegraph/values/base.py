@@ -1,0 +1,113 @@
+"""The base of every symbolic value, and the stack's NULL marker.
+
+A *value* stands for one Python object of the traced program.  It knows the
+Python type it stands for, how it behaves under attribute access, calls,
+iteration and truth testing (raising :class:`~bytegraph.errors.Unsupported`
+where it cannot), which other values it refers to (for reachability), and how
+to rebuild the object in the transformed bytecode (``reconstruct``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional
+
+from ..errors import Unsupported
+from ..sources import Source
+
+
+class Value:
+    """Abstract symbolic Python object.
+
+    ``source`` is set for objects that existed before the trace (arguments,
+    globals, closure contents, attributes of those): it is how guards and
+    codegen reach the real object.  Values created during the trace have none.
+    """
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: Optional[Source] = None):
+        self.source = source
+
+    # -- what it is -------------------------------------------------------
+    def python_type(self) -> type:
+        raise NotImplementedError(type(self).__name__)
+
+    def is_constant(self) -> bool:
+        """True if this value is a known Python constant (``as_constant`` works)."""
+        return False
+
+    def as_constant(self):
+        raise Unsupported(f"{self} is not a Python constant", kind="not_constant")
+
+    def type_name(self) -> str:
+        try:
+            return self.python_type().__qualname__
+        except NotImplementedError:
+            return type(self).__name__
+
+    # -- behaviour --------------------------------------------------------
+    def get_attr(self, tx, name: str) -> "Value":
+        raise Unsupported(f"attribute {name!r} of {self.type_name()} object",
+                          kind="unsupported_attribute",
+                          hint="bytegraph cannot read this attribute symbolically")
+
+    def set_attr(self, tx, name: str, value: "Value") -> None:
+        raise Unsupported(f"setting attribute {name!r} on {self.type_name()} object",
+                          kind="unsupported_setattr")
+
+    def del_attr(self, tx, name: str) -> None:
+        raise Unsupported(f"deleting attribute {name!r} of {self.type_name()} object",
+                          kind="unsupported_setattr")
+
+    def call(self, tx, args: List["Value"], kwargs: dict) -> "Value":
+        raise Unsupported(f"calling a {self.type_name()} object", kind="unsupported_call")
+
+    def call_method(self, tx, name: str, args: List["Value"], kwargs: dict) -> "Value":
+        return self.get_attr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx) -> List["Value"]:
+        """The items iteration would produce, as a finite list."""
+        raise Unsupported(f"iterating over a {self.type_name()} object", kind="unsupported_iter")
+
+    def truth(self, tx) -> bool:
+        raise Unsupported(f"truth value of a {self.type_name()} object", kind="unsupported_truth")
+
+    def has_len(self) -> bool:
+        return False
+
+    # -- structure --------------------------------------------------------
+    def children(self) -> Iterable["Value"]:
+        """Values this one refers to (reachability for pruning and codegen)."""
+        return ()
+
+    def reconstruct(self, cg) -> None:
+        """Emit bytecode that pushes the real object this value stands for."""
+        if self.source is not None:
+            self.source.emit_load(cg)
+            return
+        raise Unsupported(f"cannot rebuild a {self.type_name()} object after the graph",
+                          kind="unreconstructable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NullValue(Value):
+    """The NULL that ``PUSH_NULL``/``LOAD_GLOBAL``/``LOAD_METHOD`` leave below a callable."""
+
+    __slots__ = ()
+
+    def reconstruct(self, cg) -> None:
+        cg.emit("PUSH_NULL")
+
+
+NULL = NullValue()
+
+
+def constants_of(values: List[Value]) -> list:
+    """``as_constant()`` of each value."""
+    return [v.as_constant() for v in values]
+
+
+def all_constant(values: Iterable[Value]) -> bool:
+    return all(v.is_constant() for v in values)

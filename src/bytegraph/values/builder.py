@@ -1,0 +1,213 @@
+"""Wrapping real Python objects met during tracing into values, with guards.
+
+:func:`wrap` is the single entry point: given an object that existed before
+the trace and the source it was read from, it picks the value kind, installs
+the guards that make the choice valid, and registers mutable objects in the
+side-effect table by identity (so one real object is one value).
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import enum
+import functools
+import math
+import operator
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..guards import Guard
+from ..sources import ItemSource, Source
+from .base import Value
+from .cells import CellValue, UNREAD
+from .constants import LITERAL_TYPES, ConstantValue
+from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, TupleValue
+from .functions import BuiltinValue, UserFunctionValue
+from .objects import ClassValue, PythonModuleValue, UserObjectValue
+from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
+
+# Immutable torch objects compared by value (guarded by equality).
+_TORCH_CONSTANT_TYPES = (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format,
+                         torch.finfo, torch.iinfo)
+
+_FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType,
+                   types.MethodDescriptorType, types.ClassMethodDescriptorType, types.BuiltinMethodType,
+                   functools.partial)
+
+
+def wrap(tx, obj, source: Source | None) -> Value:
+    """Symbolic value for a pre-existing ``obj`` read from ``source``."""
+    guards = tx.guards
+    t = type(obj)
+    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis):
+        if source is not None:
+            guards.add(Guard("CONSTANT_MATCH", source, obj))
+        return ConstantValue(obj, source)
+    if isinstance(obj, torch.Tensor):
+        return _wrap_tensor(tx, obj, source)
+    se = tx.side_effects
+    known = se.existing(obj)
+    if known is not None:
+        return known
+    if t is list:
+        _type_len(guards, source, obj)
+        value = ListValue([], source)
+        se.track_existing(obj, value)
+        value.items = [wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)]
+        return value
+    if t is tuple:
+        _type_len(guards, source, obj)
+        return TupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], source)
+    if isinstance(obj, tuple) and hasattr(t, "_fields"):
+        _type_len(guards, source, obj)
+        return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
+    if t in (dict, collections.OrderedDict):
+        if not all(type(k) in LITERAL_TYPES for k in obj):
+            raise Unsupported("dict with non-constant keys", kind="unsupported_dict")
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+            guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
+        value = DictValue(source=source, cls=t)
+        se.track_existing(obj, value)
+        for k, v in obj.items():
+            value.entries[(type(k), k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
+        return value
+    if t in (set, frozenset):
+        if not all(type(k) in LITERAL_TYPES for k in obj):
+            raise Unsupported("set of non-constant elements", kind="unsupported_set")
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+            guards.add(Guard("CONSTANT_MATCH", source, frozenset(obj)) if t is frozenset else
+                       Guard("SET_MATCH", source, frozenset(obj)))
+        value = SetValue([ConstantValue(k) for k in obj], source, frozen=(t is frozenset))
+        if t is set:
+            se.track_existing(obj, value)
+        return value
+    if t is range:
+        _id_or_const(guards, source, obj)
+        return RangeValue(obj)
+    if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
+        if source is not None:
+            guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
+                       else Guard("ID_MATCH", source, obj))
+        return ConstantValue(obj, source)
+    if t is types.CellType:
+        name = "<cell>"
+        return se.cell_for(obj, name, source)
+    # Everything below is identified by identity.
+    if source is not None:
+        guards.add(Guard("ID_MATCH", source, obj))
+    return wrap_callable_or_object(tx, obj, source)
+
+
+def wrap_callable_or_object(tx, obj, source):
+    """Value for functions, classes, modules and other objects (identity already guarded)."""
+    from .builtins_table import builtin_handler
+    t = type(obj)
+    if t is types.FunctionType:
+        if _is_torch_function(obj):
+            return TorchFunctionValue(obj, source)
+        return UserFunctionValue(obj, source)
+    if t is types.ModuleType:
+        return PythonModuleValue(obj, source)
+    handler = builtin_handler(obj)
+    if handler is not None:
+        return BuiltinValue(obj, handler, source)
+    if isinstance(obj, type):
+        if obj in GRAD_MODE_CLASSES:
+            from .builtins_table import GradModeClassValue
+            return GradModeClassValue(obj, source)
+        return ClassValue(obj, source)
+    if isinstance(obj, TensorFunctionValueTypes) or _is_torch_function(obj):
+        return TorchFunctionValue(obj, source)
+    if t is types.MethodType:
+        from .functions import BoundMethodValue
+        from ..sources import AttrSource
+        fn = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
+        recv = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
+        return BoundMethodValue(fn, recv, source)
+    if isinstance(obj, _FUNCTION_TYPES):
+        name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
+        raise Unsupported(f"call to unsupported builtin {name}()", kind="unsupported_builtin",
+                          hint="bytegraph cannot trace into C functions outside torch")
+    if isinstance(obj, torch.nn.Module):
+        raise Unsupported("nn.Module objects inside a compiled function", kind="unsupported_module",
+                          hint="nn.Module support arrives with the modules issue")
+    if source is None:
+        raise Unsupported(f"object of type {t.__name__} without a source", kind="unsupported_object")
+    value = UserObjectValue(obj, source)
+    tx.side_effects.track_existing(obj, value)
+    return value
+
+
+def _is_torch_function(obj) -> bool:
+    if isinstance(obj, (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType)):
+        return getattr(obj, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+    mod = getattr(obj, "__module__", None) or ""
+    if not (mod == "torch" or mod.startswith("torch.")):
+        return False
+    return callable(obj) and not isinstance(obj, type)
+
+
+def wrap_derived_constant(tx, obj, what: str) -> Value:
+    """A value computed from constants during tracing (no source, no guard)."""
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
+        return ConstantValue(obj)
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
+        return ConstantValue(obj)
+    if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
+            type(getattr(obj, "__self__", None)) in LITERAL_TYPES + (tuple,):
+        return BuiltinValue(obj, _bound_constant_method(obj))
+    if isinstance(obj, list) and all(type(o) in LITERAL_TYPES for o in obj):
+        return ListValue([ConstantValue(o) for o in obj])
+    return wrap_callable_or_object(tx, obj, None)
+
+
+def _bound_constant_method(method):
+    def handler(tx, args, kwargs):
+        if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
+            raise Unsupported(f"{method.__qualname__} with non-constant arguments", kind="unsupported_method")
+        try:
+            out = method(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            tx.raise_python_exception(e)
+        return wrap_derived_constant(tx, out, method.__name__)
+    return handler
+
+
+def _wrap_tensor(tx, obj: torch.Tensor, source):
+    graph = tx.graph
+    existing = graph.input_for(obj)
+    if existing is not None:
+        if source is not None and existing.source is not None and source != existing.source:
+            tx.guards.add(Guard("TENSOR_ALIAS", source, others=(existing.source,)))
+        return existing
+    if source is None:
+        raise Unsupported("a tensor without a source (constant tensor object)", kind="unsupported_tensor")
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(f"tensor subclass {type(obj).__name__}", kind="unsupported_tensor")
+    if obj.is_sparse or obj.layout != torch.strided:
+        raise Unsupported("non-strided tensor input", kind="unsupported_tensor")
+    tx.guards.add(Guard.tensor(source, obj))
+    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
+
+
+def _type_len(guards, source, obj):
+    if source is not None:
+        guards.add(Guard("TYPE_MATCH", source, type(obj)))
+        guards.add(Guard("LEN_MATCH", source, len(obj)))
+
+
+def _id_or_const(guards, source, obj):
+    if source is not None:
+        guards.add(Guard("CONSTANT_MATCH", source, obj))
+
+
+def _item(source, key):
+    return ItemSource(source, key) if source is not None else None
+
+
+GRAD_MODE_CLASSES = (torch.no_grad, torch.enable_grad, torch.set_grad_enabled, torch.inference_mode)

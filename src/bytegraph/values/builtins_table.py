@@ -1,0 +1,465 @@
+"""Builtins, ``operator`` and ``math`` functions, and builtin types, as tables.
+
+Each entry maps a real function (or type) to a handler ``(tx, args, kwargs)
+-> Value``.  :func:`builtin_handler` is how the builder finds them; builtins
+not in the table are unsupported (``print`` with a kind of its own).
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+from typing import Callable, Dict, List
+
+import torch
+
+from ..errors import Unsupported, UserException
+from .base import Value, all_constant
+from .constants import NONE, ConstantValue, const
+from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
+                         RangeValue, SetValue, SliceValue, TupleValue)
+from .objects import ClassValue, ExceptionValue, GradModeValue
+from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
+                        same_object, setitem, unary_op)
+from .tensors import TensorValue, graph_call
+
+Handler = Callable[[object, List[Value], Dict[str, Value]], Value]
+
+
+def _no_kwargs(name, kwargs):
+    if kwargs:
+        raise Unsupported(f"{name}() with keyword arguments", kind="unsupported_builtin")
+
+
+def _len(tx, args, kwargs):
+    (v,) = args
+    if isinstance(v, TensorValue):
+        if v.fake.dim() == 0:
+            tx.raise_python_exception(TypeError("len() of a 0-d tensor"))
+        return const(v.fake.shape[0])
+    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
+        return const(len(v.unpack(tx)) if not isinstance(v, DictValue) else len(v.entries))
+    if v.is_constant():
+        try:
+            return const(len(v.as_constant()))
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    return v.call_method(tx, "__len__", [], {})
+
+
+def _classes(tx, v: Value):
+    c = v.as_constant()
+    return c
+
+
+def _isinstance(tx, args, kwargs):
+    obj, cls = args
+    classes = cls.as_constant() if cls.is_constant() else tuple(c.as_constant() for c in cls.unpack(tx))
+    if isinstance(obj, ConstantValue):
+        return const(isinstance(obj.value, classes))
+    t = obj.python_type()
+    if isinstance(obj, TensorValue) and not isinstance(classes, tuple):
+        classes = (classes,)
+    try:
+        return const(issubclass(t, classes))
+    except TypeError as e:
+        tx.raise_python_exception(e)
+
+
+def _issubclass(tx, args, kwargs):
+    a, b = (x.as_constant() for x in args)
+    return const(issubclass(a, b))
+
+
+def _iter_items(tx, v: Value) -> List[Value]:
+    if isinstance(v, IteratorValue):
+        return v.unpack(tx)
+    return v.unpack(tx)
+
+
+def _range(tx, args, kwargs):
+    _no_kwargs("range", kwargs)
+    return RangeValue(range(*[a.as_constant() for a in args]))
+
+
+def _enumerate(tx, args, kwargs):
+    start = kwargs["start"].as_constant() if "start" in kwargs else (args[1].as_constant() if len(args) > 1 else 0)
+    items = _iter_items(tx, args[0])
+    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(items)])
+
+
+def _zip(tx, args, kwargs):
+    strict = kwargs.get("strict")
+    seqs = [_iter_items(tx, a) for a in args]
+    if strict is not None and strict.as_constant() and len({len(s) for s in seqs}) > 1:
+        tx.raise_python_exception(ValueError("zip() arguments have different lengths"))
+    return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+
+
+def _map(tx, args, kwargs):
+    fn, *its = args
+    seqs = [_iter_items(tx, a) for a in its]
+    return IteratorValue([fn.call(tx, list(t), {}) for t in zip(*seqs)])
+
+
+def _filter(tx, args, kwargs):
+    fn, it = args
+    out = []
+    for v in _iter_items(tx, it):
+        keep = v if fn.is_constant() and fn.as_constant() is None else fn.call(tx, [v], {})
+        if keep.truth(tx):
+            out.append(v)
+    return IteratorValue(out)
+
+
+def _reversed(tx, args, kwargs):
+    return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
+
+
+def _iter(tx, args, kwargs):
+    if isinstance(args[0], IteratorValue):
+        return args[0]
+    return IteratorValue(_iter_items(tx, args[0]))
+
+
+def _next(tx, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"next() on {it.type_name()}", kind="unsupported_builtin")
+    v = it.next(tx)
+    if v is None:
+        if len(args) > 1:
+            return args[1]
+        tx.raise_python_exception(StopIteration())
+    return v
+
+
+def _reduce_minmax(fn):
+    def handler(tx, args, kwargs):
+        key = kwargs.pop("key", None)
+        default = kwargs.pop("default", None)
+        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if default is not None:
+                return default
+            tx.raise_python_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
+        if any(isinstance(v, TensorValue) for v in items) and key is None:
+            if len(items) == 2:
+                return graph_call(tx, "call_function", torch.maximum if fn is max else torch.minimum, items, {})
+            raise Unsupported(f"{fn.__name__}() over tensors", kind="data_dependent")
+        if key is None and all_constant(items):
+            return const(fn(v.as_constant() for v in items))
+        keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
+        ks = [k.as_constant() for k in keys]
+        best = fn(range(len(items)), key=lambda i: ks[i])
+        return items[best]
+    return handler
+
+
+def _sum(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
+    acc = start
+    for v in items:
+        acc = binary_op(tx, operator.add, acc, v)
+    return acc
+
+
+def _abs(tx, args, kwargs):
+    return unary_op(tx, abs, args[0]) if not isinstance(args[0], TensorValue) else \
+        graph_call(tx, "call_function", torch.abs, args, {})
+
+
+def _any_all(fn):
+    def handler(tx, args, kwargs):
+        results = [v.truth(tx) for v in _iter_items(tx, args[0])]
+        return const(fn(results))
+    return handler
+
+
+def _getattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_constant()
+    if len(args) == 3:
+        try:
+            return obj.get_attr(tx, name)
+        except UserException as e:
+            if issubclass(e.value.python_type(), AttributeError):
+                return args[2]
+            raise
+    return obj.get_attr(tx, name)
+
+
+def _hasattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_constant()
+    try:
+        obj.get_attr(tx, name)
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return const(False)
+        raise
+    return const(True)
+
+
+def _setattr(tx, args, kwargs):
+    args[0].set_attr(tx, args[1].as_constant(), args[2])
+    return NONE
+
+
+def _delattr(tx, args, kwargs):
+    args[0].del_attr(tx, args[1].as_constant())
+    return NONE
+
+
+def _callable(tx, args, kwargs):
+    v = args[0]
+    if v.is_constant():
+        return const(callable(v.as_constant()))
+    from .functions import BoundMethodValue, NestedFunctionValue, UserFunctionValue
+    if isinstance(v, (NestedFunctionValue, UserFunctionValue, BoundMethodValue)):
+        return const(True)
+    if isinstance(v, (TensorValue, BaseListValue, DictValue, SetValue)):
+        return const(False)
+    return const(callable(v.python_type()) and hasattr(v.python_type(), "__call__"))
+
+
+def _type(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments", kind="unsupported_builtin")
+    v = args[0]
+    if isinstance(v, ConstantValue):
+        return ClassValue(type(v.value))
+    return ClassValue(v.python_type())
+
+
+def _print(tx, args, kwargs):
+    raise Unsupported("call to print()", kind="print", hint="print outside the compiled function, "
+                      "or accept a graph break here")
+
+
+def _scalar_type(fn):
+    def handler(tx, args, kwargs):
+        if args and isinstance(args[0], TensorValue):
+            raise Unsupported(f"{fn.__name__}() of a tensor reads its value", kind="data_dependent",
+                              hint="keep the value as a tensor")
+        if all_constant(args) and all_constant(kwargs.values()):
+            try:
+                return const(fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+            except Exception as e:
+                tx.raise_python_exception(e)
+        if fn is bool and len(args) == 1:
+            return const(args[0].truth(tx))
+        if fn is str and len(args) == 1:
+            raise Unsupported(f"str() of a {args[0].type_name()}", kind="unsupported_builtin")
+        raise Unsupported(f"{fn.__name__}() of a {args[0].type_name()}", kind="unsupported_builtin")
+    return handler
+
+
+def _tuple(tx, args, kwargs):
+    return TupleValue(_iter_items(tx, args[0]) if args else [])
+
+
+def _list(tx, args, kwargs):
+    return ListValue(_iter_items(tx, args[0]) if args else [])
+
+
+def _set(tx, args, kwargs):
+    return SetValue(_iter_items(tx, args[0]) if args else [])
+
+
+def _frozenset(tx, args, kwargs):
+    return SetValue(_iter_items(tx, args[0]) if args else [], frozen=True)
+
+
+def _dict(tx, args, kwargs):
+    out = DictValue()
+    if args:
+        src = args[0]
+        if isinstance(src, DictValue):
+            out.entries = dict(src.entries)
+        else:
+            out.call_method(tx, "update", [src], {})
+    for k, v in kwargs.items():
+        out.entries[(str, k)] = (const(k), v)
+    return out
+
+
+def _sorted(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    key = kwargs.get("key")
+    rev = kwargs.get("reverse", const(False)).as_constant()
+    keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
+    ks = [k.as_constant() for k in keys]
+    order = sorted(range(len(items)), key=lambda i: ks[i], reverse=rev)
+    return ListValue([items[i] for i in order])
+
+
+def _slice(tx, args, kwargs):
+    return SliceValue(list(args))
+
+
+def _constant_fn(fn):
+    def handler(tx, args, kwargs):
+        if any(isinstance(a, TensorValue) for a in args):
+            raise Unsupported(f"{fn.__module__ or ''}.{fn.__name__}() of a tensor reads its value",
+                              kind="data_dependent", hint="use the torch equivalent")
+        if not (all_constant(args) and all_constant(kwargs.values())):
+            raise Unsupported(f"{getattr(fn, '__name__', fn)}() of non-constant arguments", kind="unsupported_builtin")
+        try:
+            out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            tx.raise_python_exception(e)
+        from .builder import wrap_derived_constant
+        return wrap_derived_constant(tx, out, getattr(fn, "__name__", "fn"))
+    return handler
+
+
+def _operator_binary(fn):
+    def handler(tx, args, kwargs):
+        return binary_op(tx, fn, args[0], args[1])
+    return handler
+
+
+def _operator_compare(op):
+    def handler(tx, args, kwargs):
+        return compare(tx, op, args[0], args[1])
+    return handler
+
+
+def _operator_unary(fn):
+    def handler(tx, args, kwargs):
+        return unary_op(tx, fn, args[0])
+    return handler
+
+
+def _divmod(tx, args, kwargs):
+    a, b = args
+    return TupleValue([binary_op(tx, operator.floordiv, a, b), binary_op(tx, operator.mod, a, b)])
+
+
+def _pow(tx, args, kwargs):
+    if len(args) == 2:
+        return binary_op(tx, operator.pow, args[0], args[1])
+    return _constant_fn(pow)(tx, args, kwargs)
+
+
+def _round(tx, args, kwargs):
+    if isinstance(args[0], TensorValue):
+        return graph_call(tx, "call_function", torch.round, args, kwargs)
+    return _constant_fn(round)(tx, args, kwargs)
+
+
+def _partial(tx, args, kwargs):
+    from .functions import PartialValue
+    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+
+
+def _grad_mode_call(enabled_from_args):
+    def handler(tx, args, kwargs):
+        return GradModeValue(enabled_from_args(args))
+    return handler
+
+
+class GradModeClassValue(ClassValue):
+    """``torch.no_grad`` and friends as classes: calling one makes a :class:`GradModeValue`.
+
+    ``torch.set_grad_enabled(b)`` called as a plain function (not in ``with``)
+    takes effect at once.
+    """
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs):
+        cls = self.cls
+        if cls is torch.no_grad:
+            return GradModeValue(False)
+        if cls is torch.enable_grad:
+            return GradModeValue(True)
+        if cls is torch.set_grad_enabled:
+            enabled = bool(args[0].as_constant())
+            value = GradModeValue(enabled)
+            # Like torch: the call itself switches the mode; ``with`` restores it.
+            value.previous = torch.is_grad_enabled()
+            tx.set_grad_mode(enabled)
+            value.__class__ = SetGradEnabledValue
+            return value
+        raise Unsupported(f"{cls.__name__} inside a compiled function", kind="unsupported_context",
+                          hint="inference_mode is not supported yet; use torch.no_grad()")
+
+
+class SetGradEnabledValue(GradModeValue):
+    """The object ``torch.set_grad_enabled(b)`` returns: already applied;
+    ``__enter__`` does nothing more and ``__exit__`` restores."""
+
+    __slots__ = ()
+
+    def enter(self, tx):
+        return NONE
+
+
+def call_type(tx, cls: type, args, kwargs) -> Value:
+    """Calling a class object that has no table entry."""
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        return ExceptionValue(cls, list(args))
+    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        from .functions import bind_arguments
+        fields = cls._fields
+        defaults = getattr(cls, "_field_defaults", {})
+        if all_constant(args) and all_constant(kwargs.values()):
+            return const(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+        items = list(args) + [None] * (len(fields) - len(args))
+        for i, f in enumerate(fields):
+            if f in kwargs:
+                items[i] = kwargs[f]
+            elif items[i] is None:
+                if f not in defaults:
+                    tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
+                items[i] = tx.wrap(defaults[f], None)
+        return NamedTupleValue(items, cls)
+    raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",
+                      hint="user-defined classes are not supported yet inside compiled functions")
+
+
+BUILTIN_HANDLERS: Dict[object, Handler] = {
+    len: _len, isinstance: _isinstance, issubclass: _issubclass, range: _range,
+    enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed,
+    iter: _iter, next: _next, min: _reduce_minmax(min), max: _reduce_minmax(max), sum: _sum,
+    abs: _abs, any: _any_all(any), all: _any_all(all), getattr: _getattr, hasattr: _hasattr,
+    setattr: _setattr, delattr: _delattr, callable: _callable, type: _type, print: _print,
+    int: _scalar_type(int), float: _scalar_type(float), bool: _scalar_type(bool),
+    str: _scalar_type(str), complex: _scalar_type(complex),
+    tuple: _tuple, list: _list, set: _set, frozenset: _frozenset, dict: _dict, sorted: _sorted,
+    slice: _slice, divmod: _divmod, pow: _pow, round: _round,
+    repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
+    format: _constant_fn(format),
+    functools.partial: _partial,
+    operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
+    operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
+    operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],
+    operator.contains: lambda tx, a, k: const(contains(tx, a[0], a[1])),
+    operator.not_: lambda tx, a, k: const(not a[0].truth(tx)),
+    operator.truth: lambda tx, a, k: const(a[0].truth(tx)),
+    operator.is_: lambda tx, a, k: const(same_object(a[0], a[1])),
+    operator.is_not: lambda tx, a, k: const(not same_object(a[0], a[1])),
+    operator.neg: _operator_unary(operator.neg), operator.pos: _operator_unary(operator.pos),
+    operator.invert: _operator_unary(operator.invert), operator.inv: _operator_unary(operator.inv),
+    operator.abs: _abs,
+    operator.index: _constant_fn(operator.index),
+}
+for _fn in set(BINARY_OP_FUNCS):
+    BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
+for _op, _fn in COMPARE_FUNCS.items():
+    BUILTIN_HANDLERS[_fn] = _operator_compare(_op)
+for _name in dir(math):
+    _obj = getattr(math, _name)
+    if callable(_obj):
+        BUILTIN_HANDLERS[_obj] = _constant_fn(_obj)
+
+
+def builtin_handler(obj):
+    """The handler for ``obj`` if it is a modelled builtin, else None."""
+    try:
+        return BUILTIN_HANDLERS.get(obj)
+    except TypeError:  # unhashable
+        return None

@@ -1,0 +1,79 @@
+"""Known Python constants."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import List
+
+from ..errors import Unsupported
+from .base import Value
+
+# Types whose values are immutable and rebuildable as code constants.
+LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
+
+
+class ConstantValue(Value):
+    """An immutable Python object whose value is known while tracing.
+
+    Stands for ``None``, bools, numbers, strings, bytes, ``torch.dtype``,
+    ``torch.device``, ``torch.Size``, tuples of constants, ``slice`` objects of
+    constants, and other immutable objects such as ``torch.layout``.
+    Reconstructs as ``LOAD_CONST`` (its value is a code constant).
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def has_len(self):
+        return hasattr(self.value, "__len__")
+
+    def unpack(self, tx) -> List[Value]:
+        try:
+            items = list(self.value)
+        except TypeError:
+            return super().unpack(tx)
+        return [ConstantValue(v) for v in items]
+
+    def get_attr(self, tx, name):
+        from .builder import wrap_derived_constant
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            tx.raise_python_exception(e)
+        return wrap_derived_constant(tx, attr, name)
+
+    def reconstruct(self, cg):
+        cg.load_object(self.value)
+
+    def __repr__(self):
+        return f"ConstantValue({self.value!r})"
+
+
+def const(value) -> ConstantValue:
+    """Wrap a Python constant created during tracing.
+
+    Example::
+
+        >>> const(3).as_constant()
+        3
+    """
+    return ConstantValue(value)
+
+
+NONE = ConstantValue(None)

@@ -1,0 +1,598 @@
+"""Tuples, lists, dicts, sets, ranges, slices and iterators.
+
+Mutable containers (list, dict, set) are tracked by identity in the
+side-effect table: one real container is one value, and mutations change the
+value's items in place and mark it mutated so codegen writes the final state
+back into the real object (in place, never replacing it).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..errors import Unsupported
+from .base import Value, all_constant
+from .constants import ConstantValue, const, NONE
+
+
+def key_of(v: Value):
+    """Hashable key of a dict key / set element value."""
+    if v.is_constant():
+        c = v.as_constant()
+        return (type(c), c) if not isinstance(c, float) else (float, c)
+    return ("id", id(v))
+
+
+class BaseListValue(Value):
+    """Shared behaviour of tuples and lists: an ordered sequence of values."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: List[Value], source=None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def has_len(self):
+        return True
+
+    def children(self):
+        return self.items
+
+    def is_constant(self):
+        return False
+
+    def getitem(self, tx, index: Value) -> Value:
+        idx = index.as_constant()
+        if isinstance(idx, slice):
+            return type(self)(self.items[idx]) if type(self) in (TupleValue, ListValue) else TupleValue(self.items[idx])
+        try:
+            return self.items[idx]
+        except IndexError as e:
+            tx.raise_python_exception(e)
+        except TypeError as e:
+            tx.raise_python_exception(e)
+
+
+class TupleValue(BaseListValue):
+    """A tuple (or ``torch.Size``-free tuple) built or read during tracing.
+
+    Reconstructs with ``BUILD_TUPLE`` of its items.
+    """
+
+    __slots__ = ()
+
+    def python_type(self):
+        return tuple
+
+    def reconstruct(self, cg):
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", arg=len(self.items))
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "index" and not kwargs:
+            return const(_index(tx, self.items, args[0]))
+        if name == "count" and len(args) == 1:
+            return const(sum(1 for v in self.items if _same(tx, v, args[0])))
+        return super().call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"TupleValue({self.items})"
+
+
+class NamedTupleValue(TupleValue):
+    """An instance of a ``collections.namedtuple`` class (or ``torch.return_types``)."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, items, cls, source=None):
+        super().__init__(items, source)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def get_attr(self, tx, name):
+        fields = getattr(self.cls, "_fields", None) or getattr(self.cls, "n_fields_names", None)
+        if fields and name in fields:
+            return self.items[list(fields).index(name)]
+        return super().get_attr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.push_callable(self.cls._make if hasattr(self.cls, "_make") else self.cls)
+        for item in self.items:
+            cg.reconstruct(item)
+        # namedtuple: cls._make(items); structseq (torch.return_types): cls(items)
+        cg.emit("BUILD_TUPLE", arg=len(self.items))
+        cg.call(1)
+
+
+class ListValue(BaseListValue):
+    """A list.  Pre-existing lists carry a source and are written back in place."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        return list
+
+    def reconstruct(self, cg):
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST", arg=len(self.items))
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        handler = _LIST_METHODS.get(name)
+        if handler is None or kwargs and name != "sort":
+            return super().call_method(tx, name, args, kwargs)
+        if handler is not _list_index and handler is not _list_count and handler is not _list_copy:
+            tx.side_effects.mutate(self)
+        return handler(tx, self, *args, **kwargs)
+
+    def setitem(self, tx, index: Value, value: Value):
+        idx = index.as_constant()
+        tx.side_effects.mutate(self)
+        if isinstance(idx, slice):
+            self.items[idx] = value.unpack(tx)
+        else:
+            try:
+                self.items[idx] = value
+            except IndexError as e:
+                tx.raise_python_exception(e)
+
+    def delitem(self, tx, index: Value):
+        tx.side_effects.mutate(self)
+        try:
+            del self.items[index.as_constant()]
+        except IndexError as e:
+            tx.raise_python_exception(e)
+
+    def __repr__(self):
+        return f"ListValue({self.items})"
+
+
+def _same(tx, a: Value, b: Value) -> bool:
+    from .operators import compare
+    return compare(tx, "==", a, b).truth(tx)
+
+
+def _index(tx, items, value) -> int:
+    for i, v in enumerate(items):
+        if v is value or _same(tx, v, value):
+            return i
+    tx.raise_python_exception(ValueError(f"value is not in list"))
+
+
+def _list_append(tx, lst, v):
+    lst.items.append(v)
+    return NONE
+
+
+def _list_extend(tx, lst, v):
+    lst.items.extend(v.unpack(tx))
+    return NONE
+
+
+def _list_insert(tx, lst, i, v):
+    lst.items.insert(i.as_constant(), v)
+    return NONE
+
+
+def _list_pop(tx, lst, i=None):
+    idx = -1 if i is None else i.as_constant()
+    try:
+        return lst.items.pop(idx)
+    except IndexError as e:
+        tx.raise_python_exception(e)
+
+
+def _list_remove(tx, lst, v):
+    del lst.items[_index(tx, lst.items, v)]
+    return NONE
+
+
+def _list_clear(tx, lst):
+    lst.items.clear()
+    return NONE
+
+
+def _list_reverse(tx, lst):
+    lst.items.reverse()
+    return NONE
+
+
+def _list_sort(tx, lst, key=None, reverse=None):
+    if key is not None or not all_constant(lst.items):
+        raise Unsupported("list.sort() of non-constant items or with a key", kind="unsupported_method")
+    rev = bool(reverse.as_constant()) if reverse is not None else False
+    lst.items.sort(key=lambda v: v.as_constant(), reverse=rev)
+    return NONE
+
+
+def _list_index(tx, lst, v):
+    return const(_index(tx, lst.items, v))
+
+
+def _list_count(tx, lst, v):
+    return const(sum(1 for x in lst.items if _same(tx, x, v)))
+
+
+def _list_copy(tx, lst):
+    return ListValue(list(lst.items))
+
+
+_LIST_METHODS = {
+    "append": _list_append, "extend": _list_extend, "insert": _list_insert,
+    "pop": _list_pop, "remove": _list_remove, "clear": _list_clear,
+    "reverse": _list_reverse, "sort": _list_sort, "index": _list_index,
+    "count": _list_count, "copy": _list_copy,
+}
+
+
+class DictValue(Value):
+    """A dict (also ``OrderedDict``/``defaultdict`` instances, by ``cls``).
+
+    Keys must be constants or values compared by identity (tensors, functions).
+    ``entries`` maps the key's hashable form to ``(key_value, value)`` in
+    insertion order.
+    """
+
+    __slots__ = ("entries", "cls")
+
+    def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict):
+        super().__init__(source)
+        self.entries: Dict[object, tuple] = dict(entries or {})
+        self.cls = cls
+
+    @staticmethod
+    def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
+        d = DictValue(source=source, cls=cls)
+        for k, v in pairs:
+            d.entries[key_of(k)] = (k, v)
+        return d
+
+    def python_type(self):
+        return self.cls
+
+    def has_len(self):
+        return True
+
+    def truth(self, tx):
+        return bool(self.entries)
+
+    def children(self):
+        for k, v in self.entries.values():
+            yield k
+            yield v
+
+    def keys(self) -> List[Value]:
+        return [k for k, _ in self.entries.values()]
+
+    def unpack(self, tx):
+        return self.keys()
+
+    def getitem(self, tx, key: Value) -> Value:
+        hit = self.entries.get(key_of(key))
+        if hit is None:
+            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+        return hit[1]
+
+    def contains(self, key: Value) -> bool:
+        return key_of(key) in self.entries
+
+    def setitem(self, tx, key: Value, value: Value):
+        tx.side_effects.mutate(self)
+        hk = key_of(key)
+        old = self.entries.get(hk)
+        self.entries[hk] = (old[0] if old else key, value)
+
+    def delitem(self, tx, key: Value):
+        tx.side_effects.mutate(self)
+        try:
+            del self.entries[key_of(key)]
+        except KeyError:
+            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+
+    def call_method(self, tx, name, args, kwargs):
+        e = self.entries
+        if name == "keys" and not args:
+            return DictViewValue(self, "keys")
+        if name == "values" and not args:
+            return DictViewValue(self, "values")
+        if name == "items" and not args:
+            return DictViewValue(self, "items")
+        if name == "get" and 1 <= len(args) <= 2:
+            hit = e.get(key_of(args[0]))
+            return hit[1] if hit else (args[1] if len(args) == 2 else NONE)
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return const(self.contains(args[0]))
+        if name == "copy" and not args:
+            return DictValue(dict(e), cls=self.cls)
+        if name == "update":
+            tx.side_effects.mutate(self)
+            if args:
+                other = args[0]
+                if isinstance(other, DictValue):
+                    for hk, (k, v) in other.entries.items():
+                        self._set(hk, k, v)
+                else:
+                    for pair in other.unpack(tx):
+                        k, v = pair.unpack(tx)
+                        self._set(key_of(k), k, v)
+            for k, v in kwargs.items():
+                self._set(key_of(const(k)), const(k), v)
+            return NONE
+        if name == "setdefault" and 1 <= len(args) <= 2:
+            hk = key_of(args[0])
+            if hk not in e:
+                tx.side_effects.mutate(self)
+                e[hk] = (args[0], args[1] if len(args) == 2 else NONE)
+            return e[hk][1]
+        if name == "pop" and 1 <= len(args) <= 2:
+            hk = key_of(args[0])
+            if hk in e:
+                tx.side_effects.mutate(self)
+                return e.pop(hk)[1]
+            if len(args) == 2:
+                return args[1]
+            tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "key"))
+        if name == "popitem" and not args:
+            if not e:
+                tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
+            tx.side_effects.mutate(self)
+            k, v = e.pop(next(reversed(e)))
+            return TupleValue([k, v])
+        if name == "clear" and not args:
+            tx.side_effects.mutate(self)
+            e.clear()
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+    def _set(self, hk, k, v):
+        old = self.entries.get(hk)
+        self.entries[hk] = (old[0] if old else k, v)
+
+    def reconstruct(self, cg):
+        if self.cls is not dict:
+            cg.push_callable(self.cls)
+        for k, v in self.entries.values():
+            cg.reconstruct(k)
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", arg=len(self.entries))
+        if self.cls is not dict:
+            cg.call(1)
+
+    def __repr__(self):
+        return f"DictValue({list(self.entries.values())})"
+
+
+class DictViewValue(Value):
+    """``d.keys()``, ``d.values()`` or ``d.items()`` of a :class:`DictValue`."""
+
+    __slots__ = ("dict_value", "kind")
+
+    def __init__(self, dict_value: DictValue, kind: str):
+        super().__init__()
+        self.dict_value = dict_value
+        self.kind = kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def has_len(self):
+        return True
+
+    def truth(self, tx):
+        return bool(self.dict_value.entries)
+
+    def children(self):
+        return (self.dict_value,)
+
+    def unpack(self, tx):
+        pairs = self.dict_value.entries.values()
+        if self.kind == "keys":
+            return [k for k, _ in pairs]
+        if self.kind == "values":
+            return [v for _, v in pairs]
+        return [TupleValue([k, v]) for k, v in pairs]
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.dict_value)
+        cg.emit("LOAD_METHOD", self.kind)
+        cg.emit("PRECALL", arg=0)
+        cg.emit("CALL", arg=0)
+
+
+class SetValue(Value):
+    """A set or frozenset of constants / identity-compared values."""
+
+    __slots__ = ("elements", "frozen")
+
+    def __init__(self, items: List[Value], source=None, frozen=False):
+        super().__init__(source)
+        self.elements: Dict[object, Value] = {}
+        for v in items:
+            self.elements.setdefault(key_of(v), v)
+        self.frozen = frozen
+
+    def python_type(self):
+        return frozenset if self.frozen else set
+
+    def has_len(self):
+        return True
+
+    def truth(self, tx):
+        return bool(self.elements)
+
+    def children(self):
+        return self.elements.values()
+
+    def unpack(self, tx):
+        return list(self.elements.values())
+
+    def contains(self, v: Value) -> bool:
+        return key_of(v) in self.elements
+
+    def call_method(self, tx, name, args, kwargs):
+        el = self.elements
+        if not self.frozen:
+            if name == "add" and len(args) == 1:
+                tx.side_effects.mutate(self)
+                el.setdefault(key_of(args[0]), args[0])
+                return NONE
+            if name in ("discard", "remove") and len(args) == 1:
+                hk = key_of(args[0])
+                if hk not in el and name == "remove":
+                    tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "item"))
+                tx.side_effects.mutate(self)
+                el.pop(hk, None)
+                return NONE
+            if name == "update":
+                tx.side_effects.mutate(self)
+                for a in args:
+                    for v in a.unpack(tx):
+                        el.setdefault(key_of(v), v)
+                return NONE
+            if name == "clear" and not args:
+                tx.side_effects.mutate(self)
+                el.clear()
+                return NONE
+            if name == "pop" and not args:
+                if not el:
+                    tx.raise_python_exception(KeyError("pop from an empty set"))
+                tx.side_effects.mutate(self)
+                return el.pop(next(iter(el)))
+        if name in ("union", "intersection", "difference", "symmetric_difference", "issubset",
+                    "issuperset", "isdisjoint", "copy") and all_constant(self.elements.values()):
+            if all(isinstance(a, SetValue) or a.is_constant() or isinstance(a, BaseListValue) for a in args):
+                mine = {v.as_constant() for v in el.values()}
+                others = [{v.as_constant() for v in a.unpack(tx)} for a in args]
+                from .builder import wrap_derived_constant
+                out = getattr(mine, name)(*others)
+                if isinstance(out, (set, frozenset)):
+                    return SetValue([const(x) for x in out], frozen=self.frozen)
+                return wrap_derived_constant(tx, out, name)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.frozen:
+            cg.push_callable(frozenset)
+        for v in self.elements.values():
+            cg.reconstruct(v)
+        cg.emit("BUILD_SET", arg=len(self.elements))
+        if self.frozen:
+            cg.call(1)
+
+
+class RangeValue(Value):
+    """A ``range`` with constant bounds (reconstructed as a constant)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: range):
+        super().__init__()
+        self.value = value
+
+    def python_type(self):
+        return range
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def has_len(self):
+        return True
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def unpack(self, tx):
+        return [const(i) for i in self.value]
+
+    def get_attr(self, tx, name):
+        if name in ("start", "stop", "step"):
+            return const(getattr(self.value, name))
+        return super().get_attr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.load_object(self.value)
+
+
+class SliceValue(Value):
+    """A slice; components may be constants or symbolic (kept as values)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: List[Value]):
+        super().__init__()
+        self.parts = parts
+
+    def python_type(self):
+        return slice
+
+    def is_constant(self):
+        return all_constant(self.parts)
+
+    def as_constant(self):
+        return slice(*[p.as_constant() for p in self.parts])
+
+    def children(self):
+        return self.parts
+
+    def reconstruct(self, cg):
+        for p in self.parts:
+            cg.reconstruct(p)
+        cg.emit("BUILD_SLICE", arg=len(self.parts))
+
+
+class IteratorValue(Value):
+    """An iterator over a finite list of values known at trace time.
+
+    Stands for list/tuple/range/dict iterators, ``enumerate``, ``zip``,
+    ``map``, ``reversed`` objects created during tracing.  ``next()``
+    advances it; reconstruction rebuilds an iterator over the remaining items.
+    """
+
+    __slots__ = ("items", "pos")
+
+    def __init__(self, items: List[Value]):
+        super().__init__()
+        self.items = items
+        self.pos = 0
+
+    def python_type(self):
+        return type(iter([]))
+
+    def next(self, tx) -> Optional[Value]:
+        if self.pos >= len(self.items):
+            return None
+        v = self.items[self.pos]
+        self.pos += 1
+        return v
+
+    def unpack(self, tx):
+        rest = self.items[self.pos:]
+        self.pos = len(self.items)
+        return rest
+
+    def children(self):
+        return self.items[self.pos:]
+
+    def reconstruct(self, cg):
+        cg.push_callable(iter)
+        for v in self.items[self.pos:]:
+            cg.reconstruct(v)
+        cg.emit("BUILD_TUPLE", arg=len(self.items) - self.pos)
+        cg.call(1)

@@ -1,0 +1,349 @@
+"""Callables: user functions (inlined), nested functions made during tracing,
+bound methods, and builtins/library functions dispatched through tables."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Callable, Dict, List, Optional
+
+from ..errors import Unsupported
+from ..sources import AttrSource, ItemSource, closure_cell_source
+from .base import Value
+from .cells import CellValue, UNREAD
+from .constants import ConstantValue, const
+from .containers import DictValue, TupleValue
+
+
+def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kwargs: Dict[str, Value],
+                   default_at: Callable[[int], Value], kwdefault_of: Callable[[str], Optional[Value]],
+                   n_defaults: int) -> Dict[str, Value]:
+    """Bind call arguments to the parameters of ``code`` as CPython does.
+
+    Returns a mapping of parameter name to value; raises the same
+    ``TypeError`` as Python (as a symbolic user exception) on a bad call.
+    """
+    names = code.co_varnames
+    n_pos = code.co_argcount
+    n_kwonly = code.co_kwonlyargcount
+    n_posonly = code.co_posonlyargcount
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    out: Dict[str, Value] = {}
+    pos_names = names[:n_pos]
+    for name, value in zip(pos_names, args):
+        out[name] = value
+    extra = args[n_pos:]
+    idx = n_pos + n_kwonly
+    if has_varargs:
+        out[names[idx]] = TupleValue(list(extra))
+        idx += 1
+    elif extra:
+        tx.raise_python_exception(TypeError(
+            f"{fn_name}() takes {n_pos} positional arguments but {len(args)} were given"))
+    varkw: Optional[DictValue] = None
+    if has_varkw:
+        varkw = DictValue()
+        out[names[idx]] = varkw
+    kw_names = set(names[n_posonly:n_pos + n_kwonly])
+    for key, value in kwargs.items():
+        if key in kw_names:
+            if key in out:
+                tx.raise_python_exception(TypeError(f"{fn_name}() got multiple values for argument '{key}'"))
+            out[key] = value
+        elif varkw is not None:
+            varkw.entries[(str, key)] = (const(key), value)
+        else:
+            tx.raise_python_exception(TypeError(f"{fn_name}() got an unexpected keyword argument '{key}'"))
+    first_default = n_pos - n_defaults
+    for i, name in enumerate(pos_names):
+        if name not in out:
+            if i >= first_default:
+                out[name] = default_at(i - first_default)
+            else:
+                tx.raise_python_exception(TypeError(f"{fn_name}() missing required positional argument: '{name}'"))
+    for name in names[n_pos:n_pos + n_kwonly]:
+        if name not in out:
+            d = kwdefault_of(name)
+            if d is None:
+                tx.raise_python_exception(TypeError(f"{fn_name}() missing required keyword-only argument: '{name}'"))
+            out[name] = d
+    return out
+
+
+class UserFunctionValue(Value):
+    """A pre-existing Python function (``types.FunctionType``); calls are inlined.
+
+    Its identity is guarded where it came from; defaults and closure cells are
+    read through sources below it (``fn.__defaults__[i]``,
+    ``fn.__closure__[i]``), so their contents are guarded too.  Reconstructs
+    through its source.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return types.FunctionType
+
+    def get_attr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return const(getattr(self.fn, name))
+        if name == "__code__":
+            return ConstantValue(self.fn.__code__)
+        if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
+            return tx.wrap(self.fn.__wrapped__, AttrSource(self.source, name) if self.source else None)
+        if name in self.fn.__dict__:
+            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        return super().get_attr(tx, name)
+
+    def closure_cells(self, tx) -> List[CellValue]:
+        cells = []
+        for i, (name, cell) in enumerate(zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ())):
+            src = closure_cell_source(self.source, i) if self.source is not None else None
+            cells.append(tx.side_effects.cell_for(cell, name, src))
+        return cells
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        defaults = fn.__defaults__ or ()
+        src = self.source
+
+        def default_at(i):
+            s = ItemSource(AttrSource(src, "__defaults__"), i) if src is not None else None
+            return tx.wrap(defaults[i], s)
+
+        def kwdefault_of(name):
+            kwd = fn.__kwdefaults__ or {}
+            if name not in kwd:
+                return None
+            s = ItemSource(AttrSource(src, "__kwdefaults__"), name) if src is not None else None
+            return tx.wrap(kwd[name], s)
+
+        bound = bind_arguments(tx, fn.__code__, fn.__name__, args, kwargs, default_at, kwdefault_of, len(defaults))
+        return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__)
+
+    def __repr__(self):
+        return f"UserFunctionValue({self.fn.__qualname__})"
+
+
+class NestedFunctionValue(Value):
+    """A function object created by ``MAKE_FUNCTION`` during tracing (lambdas,
+    nested ``def``s, comprehension bodies).
+
+    Holds its code, globals, defaults and a closure of :class:`CellValue`s in
+    ``co_freevars`` order.  Calls are inlined.  If it escapes the trace it is
+    rebuilt with real cells (C6): ``MAKE_FUNCTION`` over a closure tuple whose
+    root cells come from ``LOAD_CLOSURE``, pre-existing cells from their
+    sources, and new cells as fresh ``CellType`` objects shared by identity.
+    """
+
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
+
+    def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
+                 closure: List[CellValue], qualname: str):
+        super().__init__()
+        self.code = code
+        self.f_globals = f_globals
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.closure = closure
+        self.qualname = qualname
+        self.attrs: Dict[str, Value] = {}
+
+    def python_type(self):
+        return types.FunctionType
+
+    def get_attr(self, tx, name):
+        if name == "__name__":
+            return const(self.code.co_name)
+        if name == "__qualname__":
+            return const(self.qualname)
+        if name == "__code__":
+            return ConstantValue(self.code)
+        if name in self.attrs:
+            return self.attrs[name]
+        return super().get_attr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        defaults = self.defaults.items if self.defaults is not None else []
+
+        def kwdefault_of(name):
+            if self.kwdefaults is None:
+                return None
+            hit = self.kwdefaults.entries.get((str, name))
+            return hit[1] if hit else None
+
+        bound = bind_arguments(tx, self.code, self.code.co_name, args, kwargs,
+                               lambda i: defaults[i], kwdefault_of, len(defaults))
+        return tx.inline_call(self.code, self.f_globals, self.closure, bound, self.code.co_name)
+
+    def children(self):
+        out = list(self.closure)
+        if self.defaults is not None:
+            out.append(self.defaults)
+        if self.kwdefaults is not None:
+            out.append(self.kwdefaults)
+        return out
+
+    def reconstruct(self, cg):
+        if self.attrs:
+            raise Unsupported("escaping nested function with attributes set during tracing",
+                              kind="unreconstructable")
+        flags = 0
+        if self.f_globals is cg.root_globals:
+            if self.defaults is not None:
+                cg.reconstruct(self.defaults)
+                flags |= 0x01
+            if self.kwdefaults is not None:
+                cg.reconstruct(self.kwdefaults)
+                flags |= 0x02
+            if self.closure:
+                for cell in self.closure:
+                    cg.reconstruct(cell)
+                cg.emit("BUILD_TUPLE", arg=len(self.closure))
+                flags |= 0x08
+            cg.load_object(self.code)
+            cg.emit("MAKE_FUNCTION", arg=flags)
+            return
+        # Another module's globals: MAKE_FUNCTION would bind the root's globals.
+        cg.push_callable(_make_function)
+        cg.load_object(self.code)
+        cg.load_object(self.f_globals)
+        for part in (self.defaults, self.kwdefaults):
+            if part is None:
+                cg.load_object(None)
+            else:
+                cg.reconstruct(part)
+        for cell in self.closure:
+            cg.reconstruct(cell)
+        cg.emit("BUILD_TUPLE", arg=len(self.closure))
+        cg.call(5)
+
+    def __repr__(self):
+        return f"NestedFunctionValue({self.qualname})"
+
+
+def _make_function(code, f_globals, defaults, kwdefaults, closure):
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
+    fn.__kwdefaults__ = kwdefaults
+    fn.__qualname__ = code.co_qualname
+    return fn
+
+
+class BoundMethodValue(Value):
+    """``obj.method``: a function value bound to a receiver value."""
+
+    __slots__ = ("func", "receiver")
+
+    def __init__(self, func: Value, receiver: Value, source=None):
+        super().__init__(source)
+        self.func = func
+        self.receiver = receiver
+
+    def python_type(self):
+        return types.MethodType
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [self.receiver] + list(args), kwargs)
+
+    def get_attr(self, tx, name):
+        if name == "__self__":
+            return self.receiver
+        if name == "__func__":
+            return self.func
+        return self.func.get_attr(tx, name)
+
+    def children(self):
+        return (self.func, self.receiver)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.push_callable(types.MethodType)
+        cg.reconstruct(self.func)
+        cg.reconstruct(self.receiver)
+        cg.call(2)
+
+
+class BuiltinValue(Value):
+    """A builtin or library function bytegraph knows how to model (``len``,
+    ``isinstance``, ``operator.add``, ``math.sqrt``, ...).
+
+    ``handler(tx, args, kwargs)`` implements the call symbolically; builtins
+    without a handler are unsupported.  Reconstructs as the function object
+    itself (a code constant).
+    """
+
+    __slots__ = ("fn", "handler")
+
+    def __init__(self, fn, handler, source=None):
+        super().__init__(source)
+        self.fn = fn
+        self.handler = handler
+
+    def python_type(self):
+        return type(self.fn)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        return self.handler(tx, list(args), kwargs)
+
+    def get_attr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return const(getattr(self.fn, name))
+        return super().get_attr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.load_object(self.fn)
+
+    def __repr__(self):
+        return f"BuiltinValue({getattr(self.fn, '__name__', self.fn)})"
+
+
+class PartialValue(Value):
+    """``functools.partial(fn, *args, **kwargs)`` created during tracing."""
+
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func: Value, args: List[Value], kwargs: Dict[str, Value]):
+        super().__init__()
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, self.args + list(args), {**self.kwargs, **kwargs})
+
+    def get_attr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleValue(list(self.args))
+        return super().get_attr(tx, name)
+
+    def children(self):
+        return [self.func, *self.args, *self.kwargs.values()]
+
+    def reconstruct(self, cg):
+        import functools
+        cg.push_callable(functools.partial)
+        cg.reconstruct(self.func)
+        for a in self.args:
+            cg.reconstruct(a)
+        names = tuple(self.kwargs)
+        for k in names:
+            cg.reconstruct(self.kwargs[k])
+        cg.call(1 + len(self.args) + len(names), kw_names=names)

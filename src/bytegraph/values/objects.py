@@ -1,0 +1,296 @@
+"""Python modules, classes, user objects, exceptions and torch's grad-mode
+context managers."""
+
+from __future__ import annotations
+
+import types
+from typing import Dict, List, Optional
+
+import torch
+
+from ..errors import Unsupported
+from ..sources import AttrSource
+from .base import Value
+from .constants import NONE, ConstantValue, const
+
+
+class PythonModuleValue(Value):
+    """An imported module object (``torch``, ``math``, ``torch.nn.functional``).
+
+    Attribute reads are guarded through the module's source.  Reconstructs
+    through its source or as a constant.
+    """
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: types.ModuleType, source=None):
+        super().__init__(source)
+        self.module = module
+
+    def python_type(self):
+        return types.ModuleType
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.module
+
+    def get_attr(self, tx, name):
+        try:
+            attr = getattr(self.module, name)
+        except AttributeError as e:
+            tx.raise_python_exception(e)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(attr, src)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.load_object(self.module)
+
+    def __repr__(self):
+        return f"PythonModuleValue({self.module.__name__})"
+
+
+class ClassValue(Value):
+    """A class object (user classes, builtin types, exception classes).
+
+    Class attribute reads are guarded through its source; calling a builtin
+    type or an exception class is modelled, user classes are not yet.
+    """
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type, source=None):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self):
+        return type(self.cls)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.cls
+
+    def get_attr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__"):
+            return const(getattr(self.cls, name))
+        try:
+            attr = getattr(self.cls, name)
+        except AttributeError as e:
+            tx.raise_python_exception(e)
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return tx.wrap(attr, src)
+
+    def call(self, tx, args, kwargs):
+        from .builtins_table import call_type
+        return call_type(tx, self.cls, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.load_object(self.cls)
+
+    def __repr__(self):
+        return f"ClassValue({self.cls.__qualname__})"
+
+
+class UserObjectValue(Value):
+    """An instance of a user class that existed before the trace.
+
+    Attribute reads look the attribute up on the real object (instance dict
+    first, then the class: methods become bound methods, properties are
+    inlined) and guard what they read; writes are buffered side effects.
+    """
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj, source=None):
+        super().__init__(source)
+        self.obj = obj
+
+    def python_type(self):
+        return type(self.obj)
+
+    def get_attr(self, tx, name):
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            if pending is DELETED:
+                tx.raise_python_exception(AttributeError(
+                    f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
+            return pending
+        return lookup_attr(tx, self, self.obj, name)
+
+    def set_attr(self, tx, name, value):
+        if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
+            raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
+                              kind="unsupported_setattr")
+        tx.side_effects.store_attr(self, name, value)
+
+    def del_attr(self, tx, name):
+        if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
+            raise Unsupported(f"deleting {type(self.obj).__name__}.{name}", kind="unsupported_setattr")
+        tx.side_effects.store_attr(self, name, DELETED)
+
+    def truth(self, tx):
+        cls = type(self.obj)
+        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+            return True
+        return super().truth(tx)
+
+    def __repr__(self):
+        return f"UserObjectValue({type(self.obj).__name__})"
+
+
+DELETED = ConstantValue(object())
+
+
+def _has_data_descriptor(cls, name) -> bool:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__")
+    return False
+
+
+def _has_custom_setattr(cls) -> bool:
+    return cls.__setattr__ is not object.__setattr__
+
+
+def lookup_attr(tx, value: Value, obj, name: str) -> Value:
+    """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source."""
+    from .functions import BoundMethodValue
+    cls = type(obj)
+    src = value.source
+    class_attr = None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            class_attr = klass.__dict__[name]
+            break
+    if isinstance(class_attr, property):
+        if class_attr.fget is None:
+            tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
+        fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
+        return fget.call(tx, [value], {})
+    inst_dict = getattr(obj, "__dict__", None)
+    if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
+        return tx.wrap(inst_dict[name], AttrSource(src, name))
+    if isinstance(class_attr, types.FunctionType):
+        fn = tx.wrap(class_attr, AttrSource(AttrSource(src, "__class__"), name))
+        return BoundMethodValue(fn, value)
+    if isinstance(class_attr, staticmethod):
+        return tx.wrap(class_attr.__func__, AttrSource(AttrSource(src, "__class__"), name))
+    if isinstance(class_attr, classmethod):
+        fn = tx.wrap(class_attr.__func__, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "__func__"))
+        return BoundMethodValue(fn, tx.wrap(cls, AttrSource(src, "__class__")))
+    if class_attr is not None and not hasattr(type(class_attr), "__get__"):
+        return tx.wrap(class_attr, AttrSource(src, name))
+    if getattr(cls, "__getattr__", None) is not None and class_attr is None and \
+            (inst_dict is None or name not in inst_dict):
+        raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+    try:
+        attr = getattr(obj, name)
+    except AttributeError as e:
+        tx.raise_python_exception(e)
+    if isinstance(attr, types.MethodType) and attr.__self__ is obj:
+        fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
+        return BoundMethodValue(fn, value)
+    return tx.wrap(attr, AttrSource(src, name))
+
+
+class ExceptionValue(Value):
+    """An exception instance raised or created by the traced program.
+
+    ``exc_type`` is the class; ``args`` its constructor arguments.
+    Reconstructs as ``exc_type(*args)``.
+    """
+
+    __slots__ = ("exc_type", "args", "real")
+
+    def __init__(self, exc_type: type, args: List[Value], real: Optional[BaseException] = None):
+        super().__init__()
+        self.exc_type = exc_type
+        self.args = args
+        self.real = real
+
+    def python_type(self):
+        return self.exc_type
+
+    def get_attr(self, tx, name):
+        if name == "args":
+            from .containers import TupleValue
+            return TupleValue(list(self.args))
+        if name == "__class__":
+            return ClassValue(self.exc_type)
+        return super().get_attr(tx, name)
+
+    def children(self):
+        return self.args
+
+    def as_real(self) -> BaseException:
+        if self.real is not None:
+            return self.real
+        return self.exc_type(*[a.as_constant() if a.is_constant() else a for a in self.args])
+
+    def reconstruct(self, cg):
+        cg.push_callable(self.exc_type)
+        for a in self.args:
+            cg.reconstruct(a)
+        cg.call(len(self.args))
+
+
+class GradModeValue(Value):
+    """``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``
+    used as a context manager (or ``set_grad_enabled`` as a call).
+
+    Entering records ``torch._C._set_grad_enabled`` in the graph and switches
+    the tracer's real grad mode so fake tensors get the right
+    ``requires_grad``; leaving restores the previous mode.
+    """
+
+    __slots__ = ("enabled", "previous")
+
+    def __init__(self, enabled: bool):
+        super().__init__()
+        self.enabled = enabled
+        self.previous: Optional[bool] = None
+
+    def python_type(self):
+        return {False: torch.no_grad, True: torch.enable_grad}[self.enabled]
+
+    def enter(self, tx) -> Value:
+        self.previous = torch.is_grad_enabled()
+        tx.set_grad_mode(self.enabled)
+        return NONE
+
+    def exit(self, tx) -> Value:
+        tx.set_grad_mode(self.previous)
+        return NONE
+
+    def reconstruct(self, cg):
+        cg.push_callable(torch.set_grad_enabled)
+        cg.load_object(self.enabled)
+        cg.call(1)
+
+
+class WithExitValue(Value):
+    """The bound ``__exit__`` that ``BEFORE_WITH`` leaves on the stack."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: Value):
+        super().__init__()
+        self.ctx = ctx
+
+    def python_type(self):
+        return types.MethodType
+
+    def children(self):
+        return (self.ctx,)
+
+    def call(self, tx, args, kwargs):
+        self.ctx.exit(tx)
+        return NONE

@@ -1,0 +1,244 @@
+"""Python operators on values: binary/unary arithmetic, comparisons,
+identity, containment and subscripts, dispatched by operand kinds."""
+
+from __future__ import annotations
+
+import dis
+import operator
+from typing import Callable
+
+from ..errors import Unsupported
+from .base import Value
+from .constants import ConstantValue, const
+from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, RangeValue, SetValue,
+                         TupleValue)
+from .tensors import TensorValue, graph_call
+
+_NB_FUNCS = {
+    "NB_ADD": operator.add, "NB_AND": operator.and_, "NB_FLOOR_DIVIDE": operator.floordiv,
+    "NB_LSHIFT": operator.lshift, "NB_MATRIX_MULTIPLY": operator.matmul, "NB_MULTIPLY": operator.mul,
+    "NB_REMAINDER": operator.mod, "NB_OR": operator.or_, "NB_POWER": operator.pow,
+    "NB_RSHIFT": operator.rshift, "NB_SUBTRACT": operator.sub, "NB_TRUE_DIVIDE": operator.truediv,
+    "NB_XOR": operator.xor,
+    "NB_INPLACE_ADD": operator.iadd, "NB_INPLACE_AND": operator.iand,
+    "NB_INPLACE_FLOOR_DIVIDE": operator.ifloordiv, "NB_INPLACE_LSHIFT": operator.ilshift,
+    "NB_INPLACE_MATRIX_MULTIPLY": operator.imatmul, "NB_INPLACE_MULTIPLY": operator.imul,
+    "NB_INPLACE_REMAINDER": operator.imod, "NB_INPLACE_OR": operator.ior,
+    "NB_INPLACE_POWER": operator.ipow, "NB_INPLACE_RSHIFT": operator.irshift,
+    "NB_INPLACE_SUBTRACT": operator.isub, "NB_INPLACE_TRUE_DIVIDE": operator.itruediv,
+    "NB_INPLACE_XOR": operator.ixor,
+}
+
+#: BINARY_OP's argument -> operator function (the numbering is CPython's, read from ``dis``).
+BINARY_OP_FUNCS = [_NB_FUNCS[name] for name, _ in dis._nb_ops]
+
+COMPARE_FUNCS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+                 ">": operator.gt, ">=": operator.ge}
+
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.iand: operator.and_, operator.ifloordiv: operator.floordiv,
+    operator.ilshift: operator.lshift, operator.imatmul: operator.matmul, operator.imul: operator.mul,
+    operator.imod: operator.mod, operator.ior: operator.or_, operator.ipow: operator.pow,
+    operator.irshift: operator.rshift, operator.isub: operator.sub, operator.itruediv: operator.truediv,
+    operator.ixor: operator.xor,
+}
+
+
+def _fold(tx, fn: Callable, *values: Value) -> Value:
+    try:
+        out = fn(*[v.as_constant() for v in values])
+    except Exception as e:
+        tx.raise_python_exception(e)
+    from .builder import wrap_derived_constant
+    return wrap_derived_constant(tx, out, getattr(fn, "__name__", "op"))
+
+
+def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
+    """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return graph_call(tx, "call_function", fn, [a, b], {})
+    if a.is_constant() and b.is_constant() and not isinstance(a, RangeValue) and not isinstance(b, RangeValue):
+        return _fold(tx, fn, a, b)
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    if isinstance(a, ListValue) and fn is operator.iadd:
+        a.call_method(tx, "extend", [b], {})
+        return a
+    if isinstance(a, ListValue) and fn is operator.imul and b.is_constant():
+        tx.side_effects.mutate(a)
+        a.items = a.items * b.as_constant()
+        return a
+    if isinstance(a, BaseListValue) and plain is operator.add:
+        if type(a) is type(b) or (isinstance(b, BaseListValue) and type(b).python_type(b) is a.python_type()):
+            return type(a)(a.items + b.items) if type(a) in (TupleValue, ListValue) else TupleValue(a.items + b.items)
+        if isinstance(a, TupleValue) and b.is_constant() and isinstance(b.as_constant(), tuple):
+            return TupleValue(a.items + b.unpack(tx))
+    if isinstance(b, TupleValue) and plain is operator.add and a.is_constant() and isinstance(a.as_constant(), tuple):
+        return TupleValue(a.unpack(tx) + b.items)
+    if isinstance(a, BaseListValue) and plain is operator.mul and b.is_constant():
+        return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items * b.as_constant())
+    if isinstance(b, BaseListValue) and plain is operator.mul and a.is_constant():
+        return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.as_constant())
+    if isinstance(a, DictValue) and isinstance(b, DictValue) and plain is operator.or_:
+        if fn is operator.ior:
+            a.call_method(tx, "update", [b], {})
+            return a
+        out = DictValue(dict(a.entries), cls=a.cls)
+        out.entries.update(b.entries)
+        return out
+    if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in (operator.or_, operator.and_, operator.sub, operator.xor):
+        keys_a, keys_b = set(a.elements), set(b.elements)
+        keys = plain(keys_a, keys_b)
+        merged = {**b.elements, **a.elements}
+        out = SetValue([merged[k] for k in merged if k in keys])
+        if fn is not plain:
+            tx.side_effects.mutate(a)
+            a.elements = {k: merged[k] for k in merged if k in keys}
+            return a
+        return out
+    raise Unsupported(f"operator {plain.__name__} on {a.type_name()} and {b.type_name()}",
+                      kind="unsupported_operator")
+
+
+def unary_op(tx, fn: Callable, a: Value) -> Value:
+    if isinstance(a, TensorValue):
+        return graph_call(tx, "call_function", fn, [a], {})
+    if a.is_constant():
+        return _fold(tx, fn, a)
+    raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
+
+
+def same_object(a: Value, b: Value) -> bool:
+    """``a is b`` for values, by the real object's identity where known."""
+    if a is b:
+        return True
+    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+        return a.fake is b.fake
+    ra, rb = _real(a), _real(b)
+    if ra is not None and rb is not None:
+        return ra[0] is rb[0]
+    return False
+
+
+def _real(v: Value):
+    if isinstance(v, ConstantValue):
+        return (v.value,)
+    for attr in ("fn", "obj", "cls", "module"):
+        if hasattr(type(v), attr) or attr in getattr(type(v), "__slots__", ()):
+            try:
+                return (getattr(v, attr),)
+            except AttributeError:
+                pass
+    if v.is_constant():
+        return (v.as_constant(),)
+    return None
+
+
+def compare(tx, op: str, a: Value, b: Value) -> Value:
+    fn = COMPARE_FUNCS[op]
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return graph_call(tx, "call_function", fn, [a, b], {})
+    if a.is_constant() and b.is_constant():
+        return _fold(tx, fn, a, b)
+    if op in ("==", "!="):
+        eq = _equal(tx, a, b)
+        if eq is not None:
+            return const(eq if op == "==" else not eq)
+    if isinstance(a, BaseListValue) and isinstance(b, BaseListValue) and a.python_type() is b.python_type():
+        return _fold(tx, fn, const(_seq_key(tx, a)), const(_seq_key(tx, b)))
+    raise Unsupported(f"comparison {op} of {a.type_name()} and {b.type_name()}", kind="unsupported_operator")
+
+
+def _seq_key(tx, v: BaseListValue):
+    return tuple(x.as_constant() for x in v.items)
+
+
+def _equal(tx, a: Value, b: Value):
+    """Structural equality where it can be decided at trace time, else None."""
+    if same_object(a, b) and not (a.is_constant() and isinstance(a.as_constant(), float)):
+        return True
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() == b.as_constant()
+    if isinstance(a, (BaseListValue, ConstantValue)) and isinstance(b, (BaseListValue, ConstantValue)):
+        try:
+            ia, ib = a.unpack(tx), b.unpack(tx)
+        except Unsupported:
+            return None
+        if a.python_type() is not b.python_type() and not (
+                issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple)):
+            return False
+        if len(ia) != len(ib):
+            return False
+        for x, y in zip(ia, ib):
+            e = _equal(tx, x, y)
+            if e is not True:
+                return e
+        return True
+    if isinstance(a, DictValue) and isinstance(b, DictValue):
+        if set(a.entries) != set(b.entries):
+            return False
+        for k, (_, v) in a.entries.items():
+            e = _equal(tx, v, b.entries[k][1])
+            if e is not True:
+                return e
+        return True
+    if isinstance(a, SetValue) and isinstance(b, SetValue):
+        return set(a.elements) == set(b.elements)
+    if a.is_constant() and a.as_constant() is None or b.is_constant() and b.as_constant() is None:
+        return False  # None == <non-None container/object>
+    return None
+
+
+def contains(tx, container: Value, item: Value) -> bool:
+    """``item in container``."""
+    if isinstance(container, (DictValue,)):
+        return container.contains(item)
+    if isinstance(container, DictViewValue) and container.kind == "keys":
+        return container.dict_value.contains(item)
+    if isinstance(container, SetValue):
+        return container.contains(item)
+    if isinstance(container, TensorValue) or isinstance(item, TensorValue):
+        raise Unsupported("`in` on a tensor reads tensor values", kind="data_dependent")
+    if container.is_constant() and item.is_constant():
+        try:
+            return item.as_constant() in container.as_constant()
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    for v in container.unpack(tx):
+        if same_object(v, item) or _equal(tx, v, item) is True:
+            return True
+        if _equal(tx, v, item) is None:
+            raise Unsupported(f"`in` comparison of {item.type_name()} and {v.type_name()}",
+                              kind="unsupported_operator")
+    return False
+
+
+def getitem(tx, obj: Value, index: Value) -> Value:
+    if isinstance(obj, TensorValue):
+        return graph_call(tx, "call_function", operator.getitem, [obj, index], {})
+    if isinstance(obj, (BaseListValue, DictValue)):
+        if isinstance(obj, BaseListValue) and isinstance(index, TensorValue):
+            raise Unsupported("indexing a list with a tensor", kind="data_dependent")
+        return obj.getitem(tx, index)
+    if isinstance(obj, RangeValue):
+        out = obj.value[index.as_constant()]
+        return RangeValue(out) if isinstance(out, range) else const(out)
+    if obj.is_constant() and index.is_constant():
+        return _fold(tx, operator.getitem, obj, index)
+    return obj.call_method(tx, "__getitem__", [index], {})
+
+
+def setitem(tx, obj: Value, index: Value, value: Value) -> None:
+    if isinstance(obj, TensorValue):
+        graph_call(tx, "call_function", operator.setitem, [obj, index, value], {})
+        return
+    if isinstance(obj, (ListValue, DictValue)):
+        obj.setitem(tx, index, value)
+        return
+    raise Unsupported(f"item assignment on {obj.type_name()}", kind="unsupported_setitem")
+
+
+def delitem(tx, obj: Value, index: Value) -> None:
+    if isinstance(obj, (ListValue, DictValue)):
+        obj.delitem(tx, index)
+        return
+    raise Unsupported(f"item deletion on {obj.type_name()}", kind="unsupported_setitem")

@@ -1,0 +1,368 @@
+"""Tensors, tensor methods, and torch functions: everything that becomes graph nodes.
+
+A :class:`TensorValue` pairs an fx node with the fake tensor that carries its
+metadata.  Operations on tensors (``torch.*`` functions, tensor methods,
+Python operators) go through :func:`graph_call`, which runs the operation on
+the fake tensors to learn the result's metadata and records a node.
+Metadata reads (``shape``, ``dtype``, ``size()``, ``dim()``) are constants:
+shapes are static for now, and inputs' metadata is guarded.
+"""
+
+from __future__ import annotations
+
+import operator
+import types
+from typing import Any, Dict, List
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+from ..errors import Unsupported
+from ..sources import AttrSource
+from .base import Value
+from .constants import ConstantValue, NONE, const
+from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
+
+
+class TensorValue(Value):
+    """A ``torch.Tensor`` (or ``nn.Parameter``): an fx node plus its fake tensor.
+
+    Graph inputs carry the source they were lifted from; tensors computed in
+    the graph have none and are reconstructed from the graph's outputs.
+    """
+
+    __slots__ = ("node", "fake", "cls")
+
+    def __init__(self, node, fake, cls=torch.Tensor, source=None):
+        super().__init__(source)
+        self.node = node
+        self.fake = fake
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def truth(self, tx):
+        raise Unsupported("branching on the value of a tensor (data-dependent control flow)",
+                          kind="data_dependent_branch",
+                          hint="use torch.where / torch.cond, or move the branch out of the compiled function")
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        if self.fake.dim() == 0:
+            tx.raise_python_exception(TypeError("iteration over a 0-d tensor"))
+        return graph_call(tx, "call_method", "unbind", [self], {}).unpack(tx)
+
+    def get_attr(self, tx, name):
+        fake = self.fake
+        if name in _METADATA_ATTRS:
+            return const(getattr(fake, name))
+        if name in ("T", "mT", "H", "mH", "real", "imag"):
+            return graph_call(tx, "call_function", getattr, [self, const(name)], {})
+        if name == "grad" or name == "data":
+            if self.source is not None and name == "grad":
+                real = tx.graph_input_example(self)
+                return tx.wrap(real.grad, AttrSource(self.source, "grad"))
+            raise Unsupported(f"tensor.{name} inside a compiled function", kind="unsupported_tensor_attr",
+                              hint=f"read .{name} outside the compiled function")
+        if name in _UNSUPPORTED_METHODS:
+            return TensorMethodValue(self, name)
+        if callable(getattr(torch.Tensor, name, None)):
+            return TensorMethodValue(self, name)
+        raise Unsupported(f"tensor attribute {name!r}", kind="unsupported_tensor_attr")
+
+    def set_attr(self, tx, name, value):
+        if name == "requires_grad":
+            graph_call(tx, "call_method", "requires_grad_", [self, value], {})
+            return
+        super().set_attr(tx, name, value)
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodValue(self, name).call(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.reconstruct_tensor(self)
+
+    def __repr__(self):
+        return f"TensorValue({self.node.name}, {tuple(self.fake.shape)}, {self.fake.dtype})"
+
+
+_METADATA_ATTRS = frozenset({
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "is_quantized", "is_meta",
+    "layout", "requires_grad", "is_leaf", "is_mkldnn", "is_nested", "itemsize", "nbytes",
+})
+
+# Methods whose result is metadata only: computed on the fake tensor, no node.
+_CONSTANT_METHODS = frozenset({
+    "size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+    "element_size", "is_floating_point", "is_complex", "get_device", "storage_offset",
+    "__len__", "is_signed", "has_names",
+})
+
+_UNSUPPORTED_METHODS = {
+    "item": "tensor.item() turns a tensor value into a Python number",
+    "tolist": "tensor.tolist() turns tensor values into Python numbers",
+    "numpy": "tensor.numpy() leaves torch",
+    "data_ptr": "tensor.data_ptr() reads a real address",
+    "backward": "tensor.backward() inside the compiled function",
+    "register_hook": "tensor.register_hook()",
+    "__bool__": "branching on the value of a tensor",
+    "__index__": "using a tensor value as a Python index",
+    "__int__": "int(tensor) reads a tensor value",
+    "__float__": "float(tensor) reads a tensor value",
+}
+
+
+class TensorMethodValue(Value):
+    """A bound tensor method (``x.add``), called later."""
+
+    __slots__ = ("tensor", "name")
+
+    def __init__(self, tensor: TensorValue, name: str):
+        super().__init__()
+        self.tensor = tensor
+        self.name = name
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def children(self):
+        return (self.tensor,)
+
+    def call(self, tx, args, kwargs):
+        name = self.name
+        if name in _UNSUPPORTED_METHODS:
+            kind = "data_dependent" if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") \
+                else "unsupported_tensor_method"
+            raise Unsupported(_UNSUPPORTED_METHODS[name], kind=kind,
+                              hint="keep this outside the compiled region")
+        if name in _CONSTANT_METHODS:
+            try:
+                out = getattr(self.tensor.fake, name)(*[a.as_constant() for a in args],
+                                                      **{k: v.as_constant() for k, v in kwargs.items()})
+            except (IndexError, TypeError, RuntimeError) as e:
+                tx.raise_python_exception(e)
+            return const(out)
+        if name == "type" and not args and not kwargs:
+            return const(self.tensor.fake.type())
+        return graph_call(tx, "call_method", name, [self.tensor] + list(args), kwargs)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.tensor)
+        cg.emit("LOAD_ATTR", self.name)
+
+
+#: Callable types from torch that are not plain Python functions.
+TensorFunctionValueTypes = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
+
+# Torch functions that must not run inside a graph (global side effects).
+_TORCH_SIDE_EFFECTS = {
+    torch.manual_seed, torch.seed, torch.set_rng_state, torch.save, torch.load,
+    torch.set_default_dtype, torch.set_printoptions, torch.use_deterministic_algorithms,
+    torch.set_num_threads, torch.set_default_device, torch.set_grad_enabled,
+}
+
+
+class TorchFunctionValue(Value):
+    """A function from the ``torch`` namespace (``torch.add``, ``F.relu``,
+    ``torch.Tensor.add``, ``torch.ops.aten.mm``).  Calls become graph nodes;
+    calls whose result is metadata only (``torch.is_floating_point(x)``)
+    become constants.  Reconstructs through its source or as a constant.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.fn
+
+    def get_attr(self, tx, name):
+        attr = getattr(self.fn, name, None)
+        if attr is None:
+            return super().get_attr(tx, name)
+        from .builder import wrap_derived_constant
+        return wrap_derived_constant(tx, attr, name)
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        special = TORCH_SPECIAL.get(fn)
+        if special is not None:
+            return special(tx, args, kwargs)
+        if fn in _TORCH_SIDE_EFFECTS:
+            raise Unsupported(f"call to {_fn_name(fn)}() (global side effect)", kind="unsupported_torch_function",
+                              hint="call it outside the compiled function")
+        return graph_call(tx, "call_function", fn, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.load_object(self.fn)
+
+    def __repr__(self):
+        return f"TorchFunctionValue({_fn_name(self.fn)})"
+
+
+def _fn_name(fn) -> str:
+    mod = getattr(fn, "__module__", None) or "torch"
+    return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"
+
+
+def _const_call(fn):
+    def handler(tx, args, kwargs):
+        return const(fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
+    return handler
+
+
+TORCH_SPECIAL: Dict[Any, Any] = {
+    torch.is_grad_enabled: lambda tx, a, k: const(torch.is_grad_enabled()),
+    torch.is_tensor: lambda tx, a, k: const(isinstance(a[0], TensorValue)),
+    torch.get_default_dtype: _const_call(torch.get_default_dtype),
+    torch.is_floating_point: lambda tx, a, k: const(a[0].fake.is_floating_point()),
+    torch.is_complex: lambda tx, a, k: const(a[0].fake.is_complex()),
+    torch.numel: lambda tx, a, k: const(a[0].fake.numel()),
+    torch.promote_types: _const_call(torch.promote_types),
+    torch.device: _const_call(torch.device),
+    torch.Size: lambda tx, a, k: const(torch.Size([v.as_constant() for v in a[0].unpack(tx)]) if a else torch.Size()),
+    torch.finfo: _const_call(torch.finfo),
+    torch.iinfo: _const_call(torch.iinfo),
+}
+
+
+# ---------------------------------------------------------------------------
+# graph_call: the one place tensor operations become nodes
+
+
+def _to_node(tx, v: Value):
+    if isinstance(v, TensorValue):
+        return v.node
+    if isinstance(v, ConstantValue):
+        return v.value
+    if isinstance(v, TupleValue):
+        return tuple(_to_node(tx, x) for x in v.items)
+    if isinstance(v, ListValue):
+        return [_to_node(tx, x) for x in v.items]
+    if isinstance(v, SliceValue):
+        return slice(*[_to_node(tx, p) for p in v.parts])
+    if isinstance(v, DictValue):
+        return {k.as_constant(): _to_node(tx, x) for k, x in v.entries.values()}
+    if v.is_constant():
+        return v.as_constant()
+    raise Unsupported(f"passing a {v.type_name()} object to a tensor operation", kind="unsupported_graph_arg")
+
+
+def _to_fake(v):
+    import torch.fx as fx
+    if isinstance(v, fx.Node):
+        return v.meta["example_value"]
+    if isinstance(v, tuple):
+        return tuple(_to_fake(x) for x in v)
+    if isinstance(v, list):
+        return [_to_fake(x) for x in v]
+    if isinstance(v, slice):
+        return slice(_to_fake(v.start), _to_fake(v.stop), _to_fake(v.step))
+    if isinstance(v, dict):
+        return {k: _to_fake(x) for k, x in v.items()}
+    return v
+
+
+def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    """Record ``target(*args, **kwargs)`` (a function, or a method name for
+    ``call_method``) as a graph node and return the symbolic result.
+
+    Example (inside a handler)::
+
+        out = graph_call(tx, "call_function", torch.add, [a, b], {})
+    """
+    node_args = tuple(_to_node(tx, a) for a in args)
+    node_kwargs = {k: _to_node(tx, v) for k, v in kwargs.items()}
+    if not any(isinstance(a, TensorValue) for a in args) and not any(isinstance(v, TensorValue) for v in kwargs.values()) \
+            and kind == "call_method":
+        raise Unsupported(f"tensor method {target} without a tensor", kind="unsupported_graph_arg")
+    fake_args = _to_fake(node_args)
+    fake_kwargs = _to_fake(node_kwargs)
+    graph = tx.graph
+    try:
+        with graph.fake_mode:
+            if kind == "call_method":
+                out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            else:
+                out = target(*fake_args, **fake_kwargs)
+    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        raise Unsupported(f"{_target_name(target)} has a data-dependent result ({type(e).__name__})",
+                          kind="data_dependent", hint="keep this operation outside the compiled function")
+    except UnsupportedOperatorException as e:
+        raise Unsupported(f"operator {e} has no fake-tensor implementation", kind="unsupported_operator")
+    except Unsupported:
+        raise
+    except Exception as e:  # the user's own error (shape mismatch, bad argument): Python would raise it too
+        tx.raise_python_exception(e)
+    if not _contains_tensor(out):
+        if any(isinstance(a, TensorValue) for a in args) or kind == "call_function":
+            return _wrap_constant_result(out, target)
+    node = graph.create_node(kind, target, node_args, node_kwargs, out)
+    return wrap_graph_result(tx, node, out)
+
+
+def _target_name(target) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+
+
+def _contains_tensor(out) -> bool:
+    if isinstance(out, torch.Tensor):
+        return True
+    if isinstance(out, (tuple, list)):
+        return any(_contains_tensor(o) for o in out)
+    return False
+
+
+def _wrap_constant_result(out, target) -> Value:
+    if isinstance(out, (int, float, bool, str, type(None), torch.dtype, torch.device, torch.Size, torch.layout)):
+        return const(out)
+    if isinstance(out, tuple) and all(isinstance(o, (int, float, bool)) for o in out):
+        return const(out)
+    raise Unsupported(f"{_target_name(target)} returned a {type(out).__name__}", kind="unsupported_graph_result")
+
+
+def wrap_graph_result(tx, node, out) -> Value:
+    """Turn a fake result into values, adding ``getitem`` nodes for tuple parts."""
+    graph = tx.graph
+    if isinstance(out, torch.Tensor):
+        existing = graph.value_of_fake.get(id(out))
+        if existing is not None:
+            return existing  # in-place op or view returning its input object
+        value = TensorValue(node, out, torch.Tensor)
+        graph.value_of_fake[id(out)] = value
+        return value
+    if isinstance(out, (tuple, list)):
+        items = []
+        for i, o in enumerate(out):
+            if isinstance(o, torch.Tensor) or _contains_tensor(o):
+                sub = graph.create_node("call_function", operator.getitem, (node, i), {}, o)
+                items.append(wrap_graph_result(tx, sub, o))
+            else:
+                items.append(_wrap_constant_result(o, "getitem"))
+        cls = type(out)
+        if cls is list:
+            return ListValue(items)
+        if cls is tuple:
+            return TupleValue(items)
+        return NamedTupleValue(items, cls)
+    if out is None:
+        return NONE
+    return _wrap_constant_result(out, node.target)
