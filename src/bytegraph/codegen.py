@@ -69,7 +69,7 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
                 seen_nodes.add(v.node)
                 tensors.append(v)
             return
-        if v.source is not None:
+        if v.source is not None and not _is_frame_local_cell(v):
             return
         active.add(key)
         for child in v.children():
@@ -79,6 +79,17 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
     for r in roots:
         visit(r)
     return counts, tensors
+
+
+def _is_frame_local_cell(v: Value) -> bool:
+    # The root's own cell variables are made afresh by every call's prologue:
+    # like cells created in the trace, they matter only if something live
+    # reaches them (an escaping closure, a hook, a resume function).
+    return isinstance(v, CellValue) and v.is_root_cell and v.source.closure_index is None
+
+
+def is_live(cg: "Codegen", value: Value) -> bool:
+    return id(value) in cg._counts
 
 
 class Codegen:
@@ -168,6 +179,13 @@ class Codegen:
         else:
             raise Unsupported("a tensor the graph does not output", kind="internal")
 
+    def store_in_temp(self, value: Value) -> None:
+        """Pop TOS into a new temporary that from now on stands for ``value``."""
+        temp = self.new_temp()
+        self.emit("STORE_FAST", temp)
+        self._temps[id(value)] = temp
+        self._keepalive.append(value)
+
     def stage_value(self, value: Value) -> None:
         """Evaluate ``value`` into a temporary now (before any side effect is applied)."""
         if id(value) in self._temps or isinstance(value, ConstantValue):
@@ -178,10 +196,7 @@ class Codegen:
         if id(value) in self._temps:  # reconstruct already kept it (shared object)
             self.emit("POP_TOP")
             return
-        temp = self.new_temp()
-        self.emit("STORE_FAST", temp)
-        self._temps[id(value)] = temp
-        self._keepalive.append(value)
+        self.store_in_temp(value)
 
     def stage_new_state(self, target: Value) -> str:
         """Build the new contents of a mutated pre-existing container into a temporary."""

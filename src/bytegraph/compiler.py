@@ -59,7 +59,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     counts, tensors = live_values(roots)
     has_graph = graph.op_count > 0 or bool(tensors)
     if not has_graph and not config.force_transform:
-        # Nothing for a backend: keep the guards, run the original code.
+        # Nothing for a backend: the original code does the same work (side
+        # effects included) at no cost.  Keep the guards, run the original.
         guard = compile_guards(trace.guards, fn, fn.__globals__)
         return CacheEntry(guard, fn, [], time.perf_counter() - start)
 
@@ -88,6 +89,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
                 cg.store_tensor_output(t, temp)
         else:
             cg.emit("POP_TOP")
+    se.emit_hook_registrations(cg)
     cg.reconstruct(result)
     se.emit_replay(cg)
     cg.emit("RETURN_VALUE")

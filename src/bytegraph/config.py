@@ -24,3 +24,6 @@ max_inline_depth: int = 64
 
 #: Upper bound on executed instructions per trace; guards against endless loops.
 max_trace_instructions: int = 2_000_000
+
+#: Items a generator called inside a trace may yield (it is run to completion).
+max_generator_items: int = 100_000

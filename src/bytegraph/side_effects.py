@@ -37,6 +37,8 @@ class SideEffects:
         self.global_writes: Dict[Tuple[int, str], Tuple[dict, str, Value]] = {}
         #: order of all pending effects (keys into the tables above)
         self.order: Dict[object, None] = {}
+        #: hooks registered on pre-existing tensors: (tensor, hook fn, handle value)
+        self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
 
     # -- identity ------------------------------------------------------------
     def existing(self, obj) -> Optional[Value]:
@@ -78,8 +80,29 @@ class SideEffects:
         hit = self.global_writes.get((id(f_globals), name))
         return hit[2] if hit else None
 
+    def register_tensor_hook(self, tensor: Value, hook: Value) -> Value:
+        """``tensor.register_hook(hook)``: registered for real right after the graph runs.
+
+        The hook function is live (C8): it and the cells it closes over are
+        rebuilt even if nothing else reaches them.
+        """
+        from .values.objects import HookHandleValue
+        handle = HookHandleValue()
+        self.tensor_hooks.append((tensor, hook, handle))
+        return handle
+
+    def emit_hook_registrations(self, cg) -> None:
+        for tensor, hook, handle in self.tensor_hooks:
+            cg.reconstruct(tensor)
+
+            def push_hook(hook=hook):
+                cg.reconstruct(hook)
+                return 1
+            cg.call_method("register_hook", push_hook)
+            cg.store_in_temp(handle)
+
     def has_pending(self) -> bool:
-        return bool(self.mutated or self.attr_writes or self.global_writes)
+        return bool(self.mutated or self.attr_writes or self.global_writes or self.tensor_hooks)
 
     # -- replay ----------------------------------------------------------------
     def _effects(self):
@@ -101,7 +124,11 @@ class SideEffects:
         """Values the replay needs (their reachable new objects stay alive)."""
         from .values.objects import DELETED
         roots: List[Value] = []
+        for tensor, hook, _ in self.tensor_hooks:
+            roots.extend((tensor, hook))
         for kind, target, payload in self._effects():
+            if kind == "state" and _is_frame_local(target):
+                continue  # live only if reached (see codegen.live_values)
             if kind == "state":
                 roots.extend(_state_children(target))
             else:
@@ -114,7 +141,9 @@ class SideEffects:
         """Emit the writes: first evaluate every new state into temporaries
         (so no write can change what a later one reads), then apply them in order."""
         from .values.objects import DELETED
-        effects = list(self._effects())
+        from .codegen import is_live
+        effects = [e for e in self._effects()
+                   if not (e[0] == "state" and _is_frame_local(e[1]) and not is_live(cg, e[1]))]
         staged = []
         for kind, target, payload in effects:
             if kind == "state" and not isinstance(target, CellValue):
@@ -157,6 +186,10 @@ class SideEffects:
                         cg.load_object(target)
                         cg.load_object(name)
                         cg.emit("STORE_SUBSCR")
+
+
+def _is_frame_local(value: Value) -> bool:
+    return isinstance(value, CellValue) and value.is_root_cell and value.source.closure_index is None
 
 
 def _state_children(value: Value) -> List[Value]:

@@ -21,6 +21,7 @@ from ..errors import Unsupported, UserException, UserLocation
 from ..values.base import Value
 from ..values.cells import CellValue
 from ..values.constants import ConstantValue, const
+from ..values.containers import IteratorValue
 from ..values.objects import ExceptionValue
 from .ops_calls import CallOps
 from .ops_control import ControlOps
@@ -64,6 +65,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.return_value: Optional[Value] = None
         self.current = None
         self.exc_stack: List[Value] = []
+        #: items a generator frame has yielded (None for ordinary frames)
+        self.yielded: Optional[List[Value]] = None
         #: root arguments not read yet (wrapped lazily on first read, so unused
         #: arguments get no guards and no graph inputs)
         self.unrealized: Dict[str, object] = {}
@@ -110,13 +113,22 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
     # -- inlining --------------------------------------------------------------
     def inline_call(self, code: types.CodeType, f_globals: dict, closure: List[CellValue],
                     bound: Dict[str, Value], name: str) -> Value:
-        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async gen
-            raise Unsupported(f"calling generator or coroutine function {name}()", kind="generator",
-                              hint="generators are not supported inside compiled functions yet")
+        if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine, iterable coroutine, async generator
+            raise Unsupported(f"calling coroutine function {name}()", kind="generator",
+                              hint="coroutines are not supported inside compiled functions")
         if self.depth + 1 > config.max_inline_depth:
             raise Unsupported(f"call depth over {config.max_inline_depth} inlining {name}()",
                               kind="recursion_limit")
         child = Frame(self.trace, code, f_globals, bound, closure, parent=self, fn_name=name)
+        if code.co_flags & 0x20:
+            # NOTE: a generator called during tracing runs to completion at
+            # once and yields its items from a list.  That is Python's order
+            # whenever the consumer does not interleave side effects with the
+            # producer (genexprs fed to sum/list/any/zip, for-loops over
+            # pure generators), which is what traced code does in practice.
+            child.yielded = []
+            child.run()
+            return IteratorValue(child.yielded)
         return child.run()
 
     # -- run loop ----------------------------------------------------------------

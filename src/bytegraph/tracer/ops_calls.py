@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .. import config
 from ..errors import Unsupported
+from ..values.constants import NONE
 from ..values.base import NullValue
 from ..values.cells import CellValue
 from ..values.containers import DictValue, TupleValue
@@ -66,6 +68,19 @@ class CallOps:
             raise Unsupported("keyword defaults that are not a dict", kind="internal")
         self.stack.append(NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells,
                                               code.co_qualname))
+
+    # -- generators (run to completion when called, see Frame.inline_call) -------
+    def RETURN_GENERATOR(self, ins):
+        self.stack.append(NONE)
+
+    def YIELD_VALUE(self, ins):
+        if self.yielded is None:
+            raise Unsupported("yield in the compiled frame itself", kind="generator")
+        if len(self.yielded) >= config.max_generator_items:
+            raise Unsupported(f"generator yields more than {config.max_generator_items} items",
+                              kind="generator", hint="infinite generators cannot be traced")
+        self.yielded.append(self.stack.pop())
+        self.stack.append(NONE)  # the value sent back in: always None when iterated
 
     def RETURN_VALUE(self, ins):
         self.return_value = self.stack.pop()

@@ -47,6 +47,13 @@ class Value:
 
     # -- behaviour --------------------------------------------------------
     def get_attr(self, tx, name: str) -> "Value":
+        if type(self).call_method is not Value.call_method:
+            try:
+                has = callable(getattr(self.python_type(), name, None))
+            except NotImplementedError:
+                has = False
+            if has:
+                return MethodCallValue(self, name)
         raise Unsupported(f"attribute {name!r} of {self.type_name()} object",
                           kind="unsupported_attribute",
                           hint="bytegraph cannot read this attribute symbolically")
@@ -63,7 +70,8 @@ class Value:
         raise Unsupported(f"calling a {self.type_name()} object", kind="unsupported_call")
 
     def call_method(self, tx, name: str, args: List["Value"], kwargs: dict) -> "Value":
-        return self.get_attr(tx, name).call(tx, args, kwargs)
+        """``self.name(*args, **kwargs)`` for kinds that model their methods directly."""
+        raise Unsupported(f"method {name}() of {self.type_name()} object", kind="unsupported_method")
 
     def unpack(self, tx) -> List["Value"]:
         """The items iteration would produce, as a finite list."""
@@ -90,6 +98,33 @@ class Value:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class MethodCallValue(Value):
+    """A method looked up on a value that models its methods itself
+    (``lst.append``, ``d.items``): calling it is ``receiver.call_method(name)``.
+    Reconstructs as the attribute of the rebuilt receiver."""
+
+    __slots__ = ("receiver", "name")
+
+    def __init__(self, receiver: Value, name: str):
+        super().__init__()
+        self.receiver = receiver
+        self.name = name
+
+    def python_type(self):
+        import types
+        return types.BuiltinMethodType
+
+    def call(self, tx, args, kwargs):
+        return self.receiver.call_method(tx, self.name, args, kwargs)
+
+    def children(self):
+        return (self.receiver,)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.receiver)
+        cg.emit("LOAD_ATTR", self.name)
 
 
 class NullValue(Value):

@@ -99,7 +99,8 @@ class NamedTupleValue(TupleValue):
         return self.cls
 
     def get_attr(self, tx, name):
-        fields = getattr(self.cls, "_fields", None) or getattr(self.cls, "n_fields_names", None)
+        # namedtuple classes list ``_fields``; structseqs (torch.return_types) ``__match_args__``
+        fields = getattr(self.cls, "_fields", None) or getattr(self.cls, "__match_args__", None)
         if fields and name in fields:
             return self.items[list(fields).index(name)]
         return super().get_attr(tx, name)

@@ -294,3 +294,18 @@ class WithExitValue(Value):
     def call(self, tx, args, kwargs):
         self.ctx.exit(tx)
         return NONE
+
+
+class HookHandleValue(Value):
+    """The ``RemovableHandle`` a hook registration returns.
+
+    The real handle exists only once the registration is replayed after the
+    graph; codegen keeps it in a temporary, which is how it is reconstructed.
+    Calling ``remove()`` during the trace is not supported.
+    """
+
+    __slots__ = ()
+
+    def python_type(self):
+        from torch.utils.hooks import RemovableHandle
+        return RemovableHandle

@@ -12,7 +12,7 @@ from .base import Value
 from .constants import ConstantValue, const
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, RangeValue, SetValue,
                          TupleValue)
-from .tensors import TensorValue, graph_call
+from .tensors import TensorValue, _to_node, graph_call
 
 _NB_FUNCS = {
     "NB_ADD": operator.add, "NB_AND": operator.and_, "NB_FLOOR_DIVIDE": operator.floordiv,
@@ -44,6 +44,16 @@ _INPLACE_TO_PLAIN = {
 }
 
 
+# ``x op= y`` on a tensor ``x`` is the in-place method (``Tensor.__iadd__`` is ``add_``):
+# recorded under that name, the node mutates ``x`` and is kept even if unused.
+_TENSOR_INPLACE_METHODS = {
+    operator.iadd: "add_", operator.isub: "sub_", operator.imul: "mul_", operator.itruediv: "div_",
+    operator.ifloordiv: "floor_divide_", operator.imod: "remainder_", operator.ipow: "pow_",
+    operator.iand: "bitwise_and_", operator.ior: "bitwise_or_", operator.ixor: "bitwise_xor_",
+    operator.ilshift: "bitwise_left_shift_", operator.irshift: "bitwise_right_shift_",
+}
+
+
 def _fold(tx, fn: Callable, *values: Value) -> Value:
     try:
         out = fn(*[v.as_constant() for v in values])
@@ -55,6 +65,8 @@ def _fold(tx, fn: Callable, *values: Value) -> Value:
 
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if isinstance(a, TensorValue) and fn in _TENSOR_INPLACE_METHODS:
+        return graph_call(tx, "call_method", _TENSOR_INPLACE_METHODS[fn], [a, b], {})
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if a.is_constant() and b.is_constant() and not isinstance(a, RangeValue) and not isinstance(b, RangeValue):
@@ -229,7 +241,13 @@ def getitem(tx, obj: Value, index: Value) -> Value:
 
 def setitem(tx, obj: Value, index: Value, value: Value) -> None:
     if isinstance(obj, TensorValue):
+        before = tx.graph.op_count
         graph_call(tx, "call_function", operator.setitem, [obj, index, value], {})
+        # NOTE: setitem returns None, and graph_call keeps no node for a call
+        # without a tensor result; the mutation is the point, so record it here.
+        if tx.graph.op_count == before:
+            tx.graph.create_node("call_function", operator.setitem,
+                                 tuple(_to_node(tx, v) for v in (obj, index, value)), {}, None)
         return
     if isinstance(obj, (ListValue, DictValue)):
         obj.setitem(tx, index, value)

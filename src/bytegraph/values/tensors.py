@@ -111,7 +111,6 @@ _UNSUPPORTED_METHODS = {
     "numpy": "tensor.numpy() leaves torch",
     "data_ptr": "tensor.data_ptr() reads a real address",
     "backward": "tensor.backward() inside the compiled function",
-    "register_hook": "tensor.register_hook()",
     "__bool__": "branching on the value of a tensor",
     "__index__": "using a tensor value as a Python index",
     "__int__": "int(tensor) reads a tensor value",
@@ -149,6 +148,12 @@ class TensorMethodValue(Value):
             except (IndexError, TypeError, RuntimeError) as e:
                 tx.raise_python_exception(e)
             return const(out)
+        if name == "register_hook" and len(args) == 1 and not kwargs:
+            if self.tensor.source is None:
+                raise Unsupported("register_hook() on a tensor computed inside the graph",
+                                  kind="unsupported_hook",
+                                  hint="register hooks on inputs, or outside the compiled function")
+            return tx.side_effects.register_tensor_hook(self.tensor, args[0])
         if name == "type" and not args and not kwargs:
             return const(self.tensor.fake.type())
         return graph_call(tx, "call_method", name, [self.tensor] + list(args), kwargs)
