@@ -36,7 +36,7 @@ def set_logs(spec: str) -> None:
         ENABLED[family] = family in wanted
     if any(ENABLED.values()) and not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[bytegraph.%(name)s] %(message)s"))
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG)
         logger.propagate = False

@@ -166,21 +166,22 @@ class CompiledGuard:
             return f"arguments do not bind: {e}"
         env = dict(self._namespace)
         env.update(bound.arguments)
-        for setup, cond, guard in self._lines:
+        for setup, cond, guard, value_var in self._lines:
             try:
                 for var, expr in setup:
                     env[var] = eval(expr, env)
                 if not eval(cond, env):
-                    return guard.describe() + _actual(guard, env, setup)
+                    return guard.describe() + _actual(guard, env.get(value_var) if value_var else None)
             except Exception as e:  # the guard function treats errors as failure too
                 return f"{guard.describe()} (raised {type(e).__name__}: {e})"
         return None
 
 
-def _actual(guard: Guard, env, setup) -> str:
-    if not setup or guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH"):
+def _actual(guard: Guard, value) -> str:
+    if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH"):
         return ""
-    value = env.get(setup[-1][0])
+    if guard.kind == "ID_MATCH":
+        return f" (got {_short(value)})"
     if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
         return (f" (got dtype={value.dtype} shape={list(value.shape)} "
                 f"stride={list(value.stride())} requires_grad={value.requires_grad})")
@@ -255,14 +256,14 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> Compi
         return var_of[source]
 
     ordered = sorted(guards, key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
-    lines: List[Tuple[list, str, Guard]] = []
+    lines: List[Tuple[list, str, Guard, Optional[str]]] = []
     for g in ordered:
         setup: list = []
         cond = _condition(g, expr_of, setup, bind)
-        lines.append((setup, cond, g))
+        lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
 
     body = []
-    for setup, cond, _ in lines:
+    for setup, cond, _, _ in lines:
         for var, text in setup:
             body.append(f"        {var} = {text}")
         body.append(f"        if not ({cond}): return False")
@@ -278,7 +279,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> Compi
     check.__defaults__ = fn.__defaults__
     check.__kwdefaults__ = fn.__kwdefaults__
     log("guards", "guards for %s:\n%s", code.co_name, src)
-    return CompiledGuard(check, src, [g for _, _, g in lines], ns, lines, fn)
+    return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn)
 
 
 def _condition(g: Guard, expr_of, setup, bind) -> str:

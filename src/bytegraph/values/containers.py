@@ -103,6 +103,10 @@ class NamedTupleValue(TupleValue):
         fields = getattr(self.cls, "_fields", None) or getattr(self.cls, "__match_args__", None)
         if fields and name in fields:
             return self.items[list(fields).index(name)]
+        attr = getattr(self.cls, name, None)
+        if attr is not None and not callable(attr):  # class-level data such as ``_fields``
+            from .builder import wrap_derived_constant
+            return wrap_derived_constant(tx, attr, name)
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
@@ -551,6 +555,14 @@ class SliceValue(Value):
 
     def children(self):
         return self.parts
+
+    def get_attr(self, tx, name):
+        if name in ("start", "stop", "step"):
+            # BUILD_SLICE/slice() give 1 to 3 parts: (stop), (start, stop), (start, stop, step)
+            parts = [NONE] + self.parts if len(self.parts) == 1 else list(self.parts)
+            parts += [NONE] * (3 - len(parts))
+            return parts[("start", "stop", "step").index(name)]
+        return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
         for p in self.parts:

@@ -1,0 +1,208 @@
+"""The public surface (issue 2): compile() forms, backends, bad input,
+fullgraph errors, explain(), stats() and logs."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import bytegraph
+from conftest import CountingBackend
+
+
+def test_compile_as_decorator_with_and_without_arguments():
+    @bytegraph.compile
+    def a(x):
+        return x + 1
+
+    @bytegraph.compile(backend="eager")
+    def b(x):
+        return x + 2
+
+    assert a.__name__ == "a" and b.__name__ == "b"
+    torch.testing.assert_close(b(torch.zeros(1)), torch.full((1,), 2.0))
+
+
+def test_compile_bound_method_and_method_decorator():
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        @bytegraph.compile(backend="eager")
+        def apply(self, x):
+            return x * self.k
+
+        def plain(self, x):
+            return x + self.k
+
+    s = Scaler(3)
+    torch.testing.assert_close(s.apply(torch.ones(1)), torch.full((1,), 3.0))
+    m = bytegraph.compile(s.plain, backend="eager")
+    torch.testing.assert_close(m(torch.ones(1)), torch.full((1,), 4.0))
+    assert bytegraph.stats().graphs == 2
+
+
+def test_non_callable_raises_type_error():
+    with pytest.raises(TypeError, match="callable"):
+        bytegraph.compile(42)
+
+
+def test_unknown_backend_lists_valid_ones():
+    with pytest.raises(ValueError) as err:
+        bytegraph.compile(lambda x: x, backend="nope")
+    for name in ("eager", "aot_eager", "inductor"):
+        assert name in str(err.value)
+
+
+def test_builtins_and_c_functions_run_as_they_are():
+    assert bytegraph.compile(len) is len
+    f = bytegraph.compile(torch.sin, backend="eager")
+    torch.testing.assert_close(f(torch.zeros(1)), torch.zeros(1))
+
+
+def test_backend_that_raises_is_reported_and_falls_back():
+    def broken(gm, example_inputs):
+        raise RuntimeError("boom")
+
+    fn = lambda x: x * 2  # noqa: E731
+    out = bytegraph.compile(fn, backend=broken)(torch.ones(1))
+    torch.testing.assert_close(out, torch.full((1,), 2.0))
+    assert bytegraph.stats().eager_fallbacks == 1
+    with pytest.raises(bytegraph.BackendError, match="broken.*boom"):
+        bytegraph.compile(fn, backend=broken, fullgraph=True)(torch.ones(1))
+
+
+def test_backend_returning_non_callable_is_reported():
+    with pytest.raises(bytegraph.BackendError, match="not callable"):
+        bytegraph.compile(lambda x: x + 1, backend=lambda gm, ex: 3, fullgraph=True)(torch.ones(1))
+
+
+def test_custom_backend_receives_fake_example_inputs():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(type(t).__name__ for t in example_inputs)
+        return gm.forward
+
+    bytegraph.compile(lambda x, y: x @ y, backend=backend)(torch.ones(2, 2), torch.ones(2, 2))
+    assert seen == ["FakeTensor", "FakeTensor"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_named_backends_agree_with_eager(backend):
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).softmax(-1).sum(0)
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    torch.testing.assert_close(bytegraph.compile(f, backend=backend)(x, w), f(x, w))
+
+
+def test_inductor_backend_agrees_with_eager():
+    def f(x):
+        return (x.sin() + x.cos() * 2).relu()
+
+    x = torch.randn(64)
+    torch.testing.assert_close(bytegraph.compile(f, backend="inductor")(x), f(x))
+    assert bytegraph.stats().graphs == 1
+
+
+def test_unsupported_frame_runs_eagerly_with_reason():
+    def f(x):
+        print("side effect")
+        return x + 1
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    torch.testing.assert_close(cf(torch.zeros(1)), torch.ones(1))
+    s = bytegraph.stats()
+    assert s.eager_fallbacks == 1 and s.graphs == 0
+
+
+def test_fullgraph_error_names_file_line_construct_and_hint():
+    def f(x):
+        y = x + 1
+        print(y)  # line marker
+        return y
+
+    with pytest.raises(bytegraph.GraphBreakError) as err:
+        bytegraph.compile(f, backend="eager", fullgraph=True)(torch.zeros(1))
+    record = err.value.record
+    assert record.kind == "print"
+    assert record.location.filename == __file__
+    assert record.location.lineno == f.__code__.co_firstlineno + 2
+    assert "test_api.py" in str(err.value) and "print" in str(err.value) and "hint" in str(err.value)
+
+
+def test_user_exceptions_propagate_unchanged():
+    def f(x):
+        if x.dim() != 2:
+            raise ValueError("expected a matrix")
+        return x.t()
+
+    cf = bytegraph.compile(f, backend="eager", fullgraph=True)
+    with pytest.raises(ValueError, match="expected a matrix") as err:
+        cf(torch.zeros(3))
+    assert any(entry.name == "f" for entry in err.traceback)  # traceback reaches the user's line
+    torch.testing.assert_close(cf(torch.ones(2, 3)), torch.ones(3, 2))  # the good path still compiles
+    assert bytegraph.stats().graphs == 1
+
+
+def test_explain_reports_graphs_guards_and_reasons():
+    def f(x, n):
+        return (x * n).relu()
+
+    report = bytegraph.explain(f)(torch.randn(3), 2)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    assert report.ops_per_graph == [2]
+    assert any("x: Tensor" in g and "shape=[3]" in g for g in report.guards)
+    assert any(g == "n == 2" for g in report.guards)
+    text = str(report)
+    assert "graph 0" in text and "guards" in text
+
+    def g(x):
+        print("no")
+        return x
+
+    report = bytegraph.explain(g)(torch.randn(3))
+    assert report.graph_count == 0 and report.frames_eager == 1
+    (reason,) = report.break_reasons
+    assert reason.kind == "print" and reason.location.lineno == g.__code__.co_firstlineno + 1
+    assert "print" in str(report)
+
+
+def test_stats_counters_and_reset():
+    cf = bytegraph.compile(lambda x: x + 1, backend="eager")
+    cf(torch.zeros(1))
+    cf(torch.zeros(1))
+    cf(torch.zeros(2))
+    s = bytegraph.stats().as_dict()
+    assert s["frames_compiled"] == 2 and s["recompiles"] == 1 and s["cache_hits"] == 1
+    assert s["graphs"] == 2 and s["cache_misses"] == 2
+    bytegraph.reset()
+    assert bytegraph.stats().graphs == 0
+    assert cf._entries == []
+
+
+def test_logs_go_to_stderr_only_and_never_stdout():
+    script = textwrap.dedent("""
+        import torch, bytegraph
+        f = bytegraph.compile(lambda x: x * 2, backend="eager")
+        f(torch.ones(2)); f(torch.ones(3))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={"BYTEGRAPH_LOGS": "graph,guards,bytecode,recompiles", "PATH": ""}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    for needle in ("[bytegraph.graph]", "[bytegraph.guards]", "[bytegraph.bytecode]", "[bytegraph.recompiles]"):
+        assert needle in proc.stderr
+
+
+def test_package_never_imports_dynamo_or_calls_torch_compile():
+    import pathlib
+    import re
+    root = pathlib.Path(bytegraph.__file__).parent
+    pattern = re.compile(r"^\s*(import torch\._dynamo|from torch\._dynamo|from torch import _dynamo)|torch\.compile\(",
+                         re.M)
+    offenders = [str(p) for p in root.rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []

@@ -1,0 +1,208 @@
+"""Guards (issue 2): each kind invalidates the entry when what it checks
+changes, and a matching call never retraces."""
+
+import warnings
+
+import pytest
+import torch
+
+import bytegraph
+from bytegraph import config
+from conftest import CountingBackend
+
+SCALE = 2.0
+WEIGHT = torch.ones(3)
+
+
+def helper_a(x):
+    return x + 1
+
+
+def helper_b(x):
+    return x - 1
+
+
+HELPER = helper_a
+
+
+def compiled(fn):
+    be = CountingBackend()
+    return bytegraph.compile(fn, backend=be), be
+
+
+def test_matching_call_does_not_retrace():
+    cf, be = compiled(lambda x, n: x * n)
+    for _ in range(5):
+        cf(torch.randn(2, 3), 4)
+    assert be.count == 1
+    s = bytegraph.stats()
+    assert (s.frames_compiled, s.cache_hits, s.cache_misses) == (1, 4, 1)
+
+
+@pytest.mark.parametrize("change", [
+    lambda: torch.randn(4, 3),                         # shape
+    lambda: torch.randn(2, 3, dtype=torch.float64),    # dtype
+    lambda: torch.randn(3, 2).t(),                     # stride
+    lambda: torch.randn(2, 3, requires_grad=True),     # requires_grad
+])
+def test_tensor_metadata_change_compiles_new_entry(change):
+    cf, be = compiled(lambda x: x.sin() * 2)
+    cf(torch.randn(2, 3))
+    x = change()
+    torch.testing.assert_close(cf(x), x.sin() * 2)
+    assert be.count == 2
+    assert len(cf._entries) == 2
+
+
+def test_tensor_device_is_checked():
+    cf, _ = compiled(lambda x: x + 1)
+    x = torch.randn(2)
+    cf(x)
+    text = "\n".join(cf._entries[0].guard.describe())
+    assert "device=cpu" in text
+    meta_x = torch.empty(2, device="meta")
+    assert not cf._entries[0].guard.check(meta_x)
+
+
+def test_constant_change_recompiles_and_matches():
+    cf, be = compiled(lambda x, k, flag: x * k if flag else x - k)
+    x = torch.randn(2)
+    for k, flag in [(2, True), (3, True), (2, False), (2.0, True)]:
+        torch.testing.assert_close(cf(x, k, flag), x * k if flag else x - k)
+    assert be.count == 4  # int 2 vs float 2.0 differ in type: guarded too
+
+
+def test_type_change_recompiles():
+    def f(x, cfg):
+        return x * len(cfg)
+
+    cf, be = compiled(f)
+    x = torch.ones(1)
+    torch.testing.assert_close(cf(x, [1, 2]), x * 2)
+    torch.testing.assert_close(cf(x, (1, 2)), x * 2)
+    assert be.count == 2
+
+
+def test_global_constant_and_tensor_guards():
+    global SCALE, WEIGHT
+
+    def f(x):
+        return x * SCALE + WEIGHT
+
+    cf, be = compiled(f)
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x), f(x))
+    WEIGHT = torch.full((3,), 4.0)        # same metadata: same entry, fresh value
+    torch.testing.assert_close(cf(x), f(x))
+    assert be.count == 1
+    SCALE = 3.0                            # constant baked in: recompile
+    torch.testing.assert_close(cf(x), f(x))
+    assert be.count == 2
+    SCALE, WEIGHT = 2.0, torch.ones(3)
+
+
+def test_global_function_identity_is_guarded():
+    global HELPER
+
+    def f(x):
+        return HELPER(x)
+
+    cf, be = compiled(f)
+    x = torch.zeros(1)
+    torch.testing.assert_close(cf(x), torch.ones(1))
+    HELPER = helper_b
+    try:
+        torch.testing.assert_close(cf(x), -torch.ones(1))
+        assert be.count == 2
+    finally:
+        HELPER = helper_a
+
+
+def test_shadowing_a_builtin_with_a_global_is_seen():
+    g = {}
+    exec("def f(x):\n    return x * len([1, 2])\n", g)
+    cf, be = compiled(g["f"])
+    torch.testing.assert_close(cf(torch.ones(1)), torch.full((1,), 2.0))
+    g["len"] = lambda v: 10
+    torch.testing.assert_close(cf(torch.ones(1)), torch.full((1,), 10.0))
+    assert be.count == 2
+
+
+def test_grad_mode_is_guarded():
+    cf, be = compiled(lambda x: x * 2)
+    x = torch.ones(2, requires_grad=True)
+    assert cf(x).requires_grad
+    with torch.no_grad():
+        assert not cf(x).requires_grad
+    assert be.count == 2
+
+
+def test_tensor_aliasing_between_inputs_is_guarded():
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    cf, be = compiled(f)
+    cf(torch.zeros(2), torch.zeros(2))
+    t = torch.zeros(2)
+    out = cf(t, t)
+    torch.testing.assert_close(out, torch.full((2,), 2.0))
+    assert be.count == 2
+
+
+def test_list_length_and_dict_keys_are_guarded():
+    def f(x, items, opts):
+        out = x
+        for v in items:
+            out = out * v
+        return out + opts.get("bias", 0)
+
+    cf, be = compiled(f)
+    x = torch.ones(1)
+    for items, opts in [([2], {}), ([2, 3], {}), ([2, 3], {"bias": 1}), ([2, 4], {"bias": 1})]:
+        torch.testing.assert_close(cf(x, items, opts), f(x, items, opts))
+    assert be.count == 4
+
+
+def test_guard_is_one_generated_function_with_the_signature():
+    def f(x, y=2, *rest, scale, **extra):
+        return x * y * scale
+
+    cf, _ = compiled(f)
+    cf(torch.ones(1), scale=3)
+    guard = cf._entries[0].guard
+    assert guard.source.startswith("def ___guard(x, y, *rest, scale, **extra):")
+    assert "for " not in guard.source  # straight-line checks, no loop over guard objects
+    assert guard.check(torch.ones(1), scale=3)
+    assert not guard.check(torch.ones(1), scale=4)
+
+
+def test_cache_size_limit_falls_back_to_eager_with_one_warning():
+    cf, be = compiled(lambda x, k: x + k)
+    old = config.cache_size_limit
+    config.cache_size_limit = 3
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for k in range(6):
+                torch.testing.assert_close(cf(torch.zeros(1), k), torch.full((1,), float(k)))
+        assert be.count == 3
+        assert len([w for w in caught if "cache_size_limit" in str(w.message)]) == 1
+    finally:
+        config.cache_size_limit = old
+
+
+def test_recompile_reason_is_logged(caplog):
+    from bytegraph import diagnostics
+    diagnostics.set_logs("recompiles")
+    try:
+        cf, _ = compiled(lambda x: x + 1)
+        cf(torch.zeros(2))
+        with caplog.at_level("INFO", logger="bytegraph"):
+            diagnostics.logger.propagate = True
+            cf(torch.zeros(3))
+    finally:
+        diagnostics.logger.propagate = False
+        diagnostics.set_logs("")
+    text = caplog.text
+    assert "recompiling" in text and "shape=[2]" in text and "got" in text and "shape=[3]" in text
