@@ -478,5 +478,8 @@ def test_force_transform_runs_pure_python_through_transformed_code():
         stats = bytegraph.stats()
         assert stats.frames_transformed == 1
         assert stats.eager_fallbacks == 0
+        report = bytegraph.explain(f, fullgraph=True)(2, 5)
+        assert (report.frames_transformed, report.frames_eager, report.graph_count) == (1, 0, 0)
+        assert report.result == ([0, 5], 2)
     finally:
         bytegraph.config.force_transform = False

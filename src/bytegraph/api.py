@@ -85,6 +85,8 @@ class ExplainReport:
     guards: List[str]
     frames_compiled: int
     frames_eager: int
+    #: frames run through transformed bytecode without a graph (``config.force_transform``)
+    frames_transformed: int
     compile_seconds: float
     result: Any = None
 
@@ -103,7 +105,8 @@ class ExplainReport:
 
     def __str__(self) -> str:
         lines = [f"bytegraph explain: {self.graph_count} graph(s), {self.graph_break_count} break/fallback "
-                 f"reason(s), {self.frames_compiled} frame(s) compiled, {self.frames_eager} run eagerly, "
+                 f"reason(s), {self.frames_compiled} frame(s) compiled ({self.frames_transformed} without a graph), "
+                 f"{self.frames_eager} run eagerly, "
                  f"{self.compile_seconds * 1000:.1f} ms compiling"]
         for i, g in enumerate(self.graphs):
             lines.append(f"\n--- graph {i} ({self.ops_per_graph[i]} ops) ---")
@@ -132,7 +135,7 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
         graphs: List[torch.fx.GraphModule] = []
         breaks: List[BreakRecord] = []
         guards: List[str] = []
-        counts = {"entries": 0, "fallbacks": 0, "seconds": 0.0}
+        counts = {"entries": 0, "fallbacks": 0, "transformed": 0, "seconds": 0.0}
 
         def listener(event, payload):
             if event == "graph":
@@ -142,6 +145,7 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
                 counts["fallbacks"] += 1
             elif event == "entry":
                 counts["entries"] += 1
+                counts["transformed"] += payload.graph_count == 0 and payload.transformed
                 counts["seconds"] += payload.compile_seconds
                 guards.extend(payload.guard.describe())
 
@@ -153,7 +157,7 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
         finally:
             diagnostics.remove_listener(listener)
         return ExplainReport(graphs, breaks, guards, counts["entries"], counts["fallbacks"],
-                             counts["seconds"], result)
+                             counts["transformed"], counts["seconds"], result)
 
     return run
 

@@ -27,11 +27,13 @@ from .tracer import Trace
 class CacheEntry:
     """A compiled variant of one function: its check and its transformed function."""
 
-    __slots__ = ("guard", "fn", "graphs", "graph_count", "compile_seconds")
+    __slots__ = ("guard", "fn", "graphs", "graph_count", "compile_seconds", "transformed")
 
-    def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float):
+    def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
+                 transformed: bool = True):
         self.guard = guard
         self.fn = fn
+        self.transformed = transformed
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.compile_seconds = seconds
@@ -62,7 +64,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         # Nothing for a backend: the original code does the same work (side
         # effects included) at no cost.  Keep the guards, run the original.
         guard = compile_guards(trace.guards, fn, fn.__globals__)
-        return CacheEntry(guard, fn, [], time.perf_counter() - start)
+        return CacheEntry(guard, fn, [], time.perf_counter() - start, transformed=False)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
     cg.prologue()

@@ -146,9 +146,10 @@ def _reduce_minmax(fn):
                 return default
             tx.raise_python_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
         if any(isinstance(v, TensorValue) for v in items) and key is None:
-            if len(items) == 2:
-                return graph_call(tx, "call_function", torch.maximum if fn is max else torch.minimum, items, {})
-            raise Unsupported(f"{fn.__name__}() over tensors", kind="data_dependent")
+            # NOTE: not torch.maximum: Python compares with ``bool(a < b)`` (an error for
+            # tensors of several elements) and returns one of the operands itself.
+            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values", kind="data_dependent",
+                              hint=f"use torch.{'maximum' if fn is max else 'minimum'}")
         if key is None and all_constant(items):
             return const(fn(v.as_constant() for v in items))
         keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
@@ -346,7 +347,8 @@ def _pow(tx, args, kwargs):
 
 def _round(tx, args, kwargs):
     if isinstance(args[0], TensorValue):
-        return graph_call(tx, "call_function", torch.round, args, kwargs)
+        # whatever ``Tensor.__round__`` does (or the TypeError if there is none), as Python would
+        return graph_call(tx, "call_function", round, args, kwargs)
     return _constant_fn(round)(tx, args, kwargs)
 
 
