@@ -108,15 +108,26 @@ def test_inductor_backend_agrees_with_eager():
     assert bytegraph.stats().graphs == 1
 
 
-def test_unsupported_frame_runs_eagerly_with_reason():
+def test_frame_that_cannot_be_captured_runs_eagerly_with_reason():
+    def gen(x):
+        yield x + 1
+
+    cg = bytegraph.compile(gen, backend=CountingBackend())
+    torch.testing.assert_close(next(cg(torch.zeros(1))), torch.ones(1))
+    s = bytegraph.stats()
+    assert s.eager_fallbacks == 1 and s.graphs == 0
+
+
+def test_unsupported_call_splits_the_frame_instead_of_running_it_eagerly(capsys):
     def f(x):
         print("side effect")
         return x + 1
 
     cf = bytegraph.compile(f, backend=CountingBackend())
     torch.testing.assert_close(cf(torch.zeros(1)), torch.ones(1))
+    assert capsys.readouterr().out == "side effect\n"
     s = bytegraph.stats()
-    assert s.eager_fallbacks == 1 and s.graphs == 0
+    assert s.eager_fallbacks == 0 and s.graphs == 1 and s.graph_breaks == 1
 
 
 def test_fullgraph_error_names_file_line_construct_and_hint():
@@ -165,10 +176,16 @@ def test_explain_reports_graphs_guards_and_reasons():
         return x
 
     report = bytegraph.explain(g)(torch.randn(3))
-    assert report.graph_count == 0 and report.frames_eager == 1
+    assert report.graph_count == 0 and report.frames_eager == 0
     (reason,) = report.break_reasons
     assert reason.kind == "print" and reason.location.lineno == g.__code__.co_firstlineno + 1
     assert "print" in str(report)
+
+    def h(x):
+        yield x
+
+    report = bytegraph.explain(h)(torch.randn(3))
+    assert report.frames_eager == 1 and [r.kind for r in report.break_reasons] == ["generator"]
 
 
 def test_stats_counters_and_reset():

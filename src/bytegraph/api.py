@@ -143,6 +143,8 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
             elif event == "fallback":
                 breaks.append(payload)
                 counts["fallbacks"] += 1
+            elif event == "break":
+                breaks.append(payload)
             elif event == "entry":
                 counts["entries"] += 1
                 counts["transformed"] += payload.graph_count == 0 and payload.transformed

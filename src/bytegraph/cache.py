@@ -15,57 +15,34 @@ import traceback
 import types
 import warnings
 import weakref
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from . import config
 from .compiler import CacheEntry, compile_frame
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
-_ALL: "weakref.WeakSet[CompiledFunction]" = weakref.WeakSet()
+_ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
 
 
-class CompiledFunction:
-    """A function compiled by bytegraph.  Call it like the original.
+class FrameCache:
+    """The entries of one frame kind and what to do on a miss (shared by
+    :class:`CompiledFunction` and :class:`FrameRunner`)."""
 
-    Example::
+    closure_param = False
 
-        >>> import bytegraph, torch
-        >>> f = bytegraph.compile(lambda x: x.sin() + 1, backend="eager")
-        >>> f(torch.zeros(2))
-        tensor([1., 1.])
-    """
-
-    def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool):
-        self._fn = fn
+    def __init__(self, backend_name: str, backend: Callable, fullgraph: bool):
         self._backend_name = backend_name
         self._backend = backend
         self._fullgraph = fullgraph
         self._entries: List[CacheEntry] = []
         self._eager_reason: Optional[BreakRecord] = None
         self._warned_limit = False
-        functools.update_wrapper(self, fn)
         _ALL.add(self)
 
-    def __call__(self, *args, **kwargs):
-        try:
-            for entry in self._entries:
-                if entry.guard.check(*args, **kwargs):
-                    STATS.cache_hits += 1
-                    return entry.fn(*args, **kwargs)
-        except TypeError:
-            pass  # the arguments do not bind: the original function raises the right error
-        return self._miss(args, kwargs)
-
-    def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return types.MethodType(self, obj)
-
-    # -- slow path ---------------------------------------------------------------
-    def _miss(self, args, kwargs):
+    def _miss(self, fn, args, kwargs):
+        """Compile a new entry for this call and run it, or run ``fn`` eagerly."""
         STATS.cache_misses += 1
-        fn = self._fn
         if self._eager_reason is not None:
             return fn(*args, **kwargs)
         try:
@@ -77,7 +54,7 @@ class CompiledFunction:
                 self._warned_limit = True
                 msg = (f"bytegraph: {fn.__qualname__} hit config.cache_size_limit "
                        f"({config.cache_size_limit}); further new variants run eagerly")
-                warnings.warn(msg, stacklevel=3)
+                warnings.warn(msg, stacklevel=4)
                 log("recompiles", "%s", msg)
             return fn(*args, **kwargs)
         if self._entries:
@@ -87,42 +64,117 @@ class CompiledFunction:
                 log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
                     fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
         try:
-            entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend)
+            entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
+                                  self.closure_param, self._runner_for)
         except Unsupported as e:
-            return self._fall_back(e.record(), sticky=(e.kind != "raises"), args=args, kwargs=kwargs)
+            return self._fall_back(fn, e.record(), sticky=(e.kind != "raises"), args=args, kwargs=kwargs)
         except BackendError as e:
             if self._fullgraph:
                 raise
             rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
-            return self._fall_back(rec, sticky=True, args=args, kwargs=kwargs)
+            return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
         except Exception as e:
             if config.raise_on_error or self._fullgraph:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e
             log("errors", "internal error compiling %s:\n%s", fn.__qualname__, traceback.format_exc())
             rec = BreakRecord("internal_error", f"{type(e).__name__}: {e}", _fn_location(fn),
                               "please report this bytegraph bug; the frame runs eagerly")
-            return self._fall_back(rec, sticky=True, args=args, kwargs=kwargs)
+            return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
         self._entries.append(entry)
         STATS.frames_compiled += 1
         emit("entry", entry)
+        return self._run_entry(entry, fn, args, kwargs)
+
+    def _run_entry(self, entry, fn, args, kwargs):
         return entry.fn(*args, **kwargs)
 
-    def _fall_back(self, record: BreakRecord, sticky: bool, args, kwargs):
+    def _runner_for(self, code):
+        return runner_for(code, self._backend_name, self._backend)
+
+    def _fall_back(self, fn, record: BreakRecord, sticky: bool, args, kwargs):
         if self._fullgraph and record.kind != "raises":
             raise GraphBreakError(record) from None
         STATS.eager_fallbacks += 1
-        if record.kind != "raises":
-            STATS.graph_breaks += 1
-        log("graph_breaks", "running %s eagerly: %s", self._fn.__qualname__, record)
+        log("graph_breaks", "running %s eagerly: %s", fn.__qualname__, record)
         emit("fallback", record)
         if sticky:
             self._eager_reason = record
-        return self._fn(*args, **kwargs)
+        return fn(*args, **kwargs)
 
     def _reset(self) -> None:
         self._entries.clear()
         self._eager_reason = None
         self._warned_limit = False
+
+
+class CompiledFunction(FrameCache):
+    """A function compiled by bytegraph.  Call it like the original.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> f = bytegraph.compile(lambda x: x.sin() + 1, backend="eager")
+        >>> f(torch.zeros(2))
+        tensor([1., 1.])
+    """
+
+    def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool):
+        super().__init__(backend_name, backend, fullgraph)
+        self._fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            for entry in self._entries:
+                if entry.guard.check(*args, **kwargs):
+                    STATS.cache_hits += 1
+                    return entry.fn(*args, **kwargs)
+        except TypeError:
+            pass  # the arguments do not bind: the original function raises the right error
+        return self._miss(self._fn, args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return types.MethodType(self, obj)
+
+
+class FrameRunner(FrameCache):
+    """Runs generated functions (resume functions, outlined loop bodies) of one
+    code object through their own cache, so each is compiled like any frame.
+
+    The transformed code calls ``runner(fn, *args)`` where ``fn`` was just
+    made with the live cells as its closure; guards read that closure.
+    """
+
+    closure_param = True
+
+    def __call__(self, fn, *args):
+        cells = fn.__closure__
+        try:
+            for entry in self._entries:
+                if entry.guard.check(cells, *args):
+                    STATS.cache_hits += 1
+                    return entry.call_with_closure(fn, args)
+        except TypeError:
+            pass
+        return self._miss(fn, args, {})
+
+    def _run_entry(self, entry, fn, args, kwargs):
+        return entry.call_with_closure(fn, args)
+
+
+_RUNNERS: Dict[tuple, FrameRunner] = {}
+
+
+def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> FrameRunner:
+    """The shared runner of a generated code object for one backend."""
+    key = (code, backend_name, id(backend))
+    runner = _RUNNERS.get(key)
+    if runner is None:
+        runner = _RUNNERS[key] = FrameRunner(backend_name, backend, fullgraph=False)
+        runner._backend_keepalive = backend
+    return runner
 
 
 def _fn_location(fn) -> UserLocation:

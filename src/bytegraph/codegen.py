@@ -159,7 +159,7 @@ class Codegen:
         if isinstance(value, TensorValue):
             self.reconstruct_tensor(value)
             return
-        if value.source is not None and not isinstance(value, ConstantValue):
+        if value.source is not None and (not isinstance(value, ConstantValue) or value.is_unguarded):
             value.source.emit_load(self)
             return
         value.reconstruct(self)
@@ -188,8 +188,10 @@ class Codegen:
 
     def stage_value(self, value: Value) -> None:
         """Evaluate ``value`` into a temporary now (before any side effect is applied)."""
-        if id(value) in self._temps or isinstance(value, ConstantValue):
+        if id(value) in self._temps or isinstance(value, ConstantValue) and not value.is_unguarded:
             return
+        if isinstance(value, CellValue) and value.is_root_cell:
+            return  # LOAD_CLOSURE reads the frame's own cell: nothing to evaluate early
         if isinstance(value, TensorValue) and value.node in self._tensor_temps:
             return
         self.reconstruct(value)

@@ -2,8 +2,9 @@
 
 This is where the layers meet; each does its own part:
 the tracer produces values, a graph, guards and side effects; the backend
-compiles the graph; codegen builds the transformed function; guards are
-compiled into the entry's check.
+compiles the graph; codegen builds the transformed function (with
+``breaks`` writing the part after a graph break); guards are compiled into
+the entry's check.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from . import config
 from .backends import compile_graph
+from .breaks import BreakEmitter, BreakPlan, plan_break
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
@@ -25,45 +27,79 @@ from .tracer import Trace
 
 
 class CacheEntry:
-    """A compiled variant of one function: its check and its transformed function."""
+    """A compiled variant of one frame: its check and its transformed code.
 
-    __slots__ = ("guard", "fn", "graphs", "graph_count", "compile_seconds", "transformed")
+    ``fn`` is the transformed function of a root frame (closure fixed);
+    ``code`` the transformed code, which generated frames (resume functions,
+    loop bodies) wrap with each call's closure.  An entry without a graph
+    keeps the original code.
+    """
+
+    __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
-                 transformed: bool = True):
+                 transformed: bool = True, breaks: int = 0):
         self.guard = guard
         self.fn = fn
+        self.code = fn.__code__ if transformed else None
         self.transformed = transformed
         self.graphs = graphs
         self.graph_count = len(graphs)
         self.compile_seconds = seconds
+        self.breaks = breaks
+
+    def call_with_closure(self, fn, args):
+        """Run this entry for ``fn`` (a generated function with its own closure)."""
+        if self.code is None:
+            return fn(*args)
+        return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)(*args)
 
 
-class FrameRaises(Exception):
-    """The traced program raised out of the root frame: run it eagerly to raise for real."""
-
-
-def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable) -> CacheEntry:
+def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,
+                  fullgraph: bool = False, closure_param: bool = False, runner_for=None) -> CacheEntry:
     """Trace ``fn(*args, **kwargs)`` and build a cache entry.
 
-    Raises :class:`Unsupported` if the frame cannot be captured whole.
+    Raises :class:`Unsupported` if the frame cannot be captured, not even in
+    pieces (or at all, with ``fullgraph``).
     """
     start = time.perf_counter()
+    plan: Optional[BreakPlan] = None
     trace = Trace(fn)
     try:
         result = trace.run(args, kwargs)
     except UserException as e:
-        raise Unsupported(f"the function raises {e.value.type_name()} for these inputs",
-                          kind="raises", hint="the frame runs eagerly so the exception propagates as in Python")
+        raise _raises(e)
+    except Unsupported as e:
+        if fullgraph:
+            raise
+        plan = plan_break(e)
+        trace = Trace(fn)
+        trace.stop_step = plan.step
+        try:
+            result = trace.run(args, kwargs)
+        except UserException as e2:
+            raise _raises(e2)
+        if trace.stopped_frame is None:
+            raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+        STATS.graph_breaks += 1
+        log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
+        emit("break", plan.record)
+
     graph = trace.graph
     se = trace.side_effects
-    roots = [result] + se.replay_roots()
+    emitter = states = None
+    if plan is not None:
+        emitter = BreakEmitter(None, trace, plan, runner_for)
+        states = emitter.states()
+        roots = se.replay_roots() + [v for st in states for v in st.values()]
+    else:
+        roots = [result] + se.replay_roots()
     counts, tensors = live_values(roots)
     has_graph = graph.op_count > 0 or bool(tensors)
-    if not has_graph and not config.force_transform:
+    if not has_graph and plan is None and not config.force_transform:
         # Nothing for a backend: the original code does the same work (side
         # effects included) at no cost.  Keep the guards, run the original.
-        guard = compile_guards(trace.guards, fn, fn.__globals__)
+        guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
         return CacheEntry(guard, fn, [], time.perf_counter() - start, transformed=False)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
@@ -92,9 +128,15 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         else:
             cg.emit("POP_TOP")
     se.emit_hook_registrations(cg)
-    cg.reconstruct(result)
-    se.emit_replay(cg)
-    cg.emit("RETURN_VALUE")
+    if plan is not None:
+        emitter.cg = cg
+        emitter.stage(states)
+        se.emit_replay(cg)
+        emitter.emit(states)
+    else:
+        cg.reconstruct(result)
+        se.emit_replay(cg)
+        cg.emit("RETURN_VALUE")
     code = cg.assemble()
     if ENABLED["bytecode"]:
         import io
@@ -104,10 +146,15 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
-    guard = compile_guards(trace.guards, fn, fn.__globals__)
+    guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
-    return CacheEntry(guard, new_fn, graphs, time.perf_counter() - start)
+    return CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
+
+
+def _raises(e: UserException) -> Unsupported:
+    return Unsupported(f"the function raises {e.value.type_name()} for these inputs", kind="raises",
+                       hint="the frame runs eagerly so the exception propagates as in Python")
 
 
 def _check_no_input_aliasing(trace: Trace) -> None:

@@ -40,6 +40,7 @@ _PRIORITY = {
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
     "DICT_KEYS": 4,
+    "DICT_CONTAINS": 4,
     "SET_MATCH": 4,
     "TENSOR_MATCH": 5,
     "NO_TENSOR_ALIASING": 6,
@@ -96,6 +97,8 @@ class Guard:
             return f"len({src}) == {e}"
         if k == "SET_MATCH":
             return f"{src} == {set(e)!r}"
+        if k == "DICT_CONTAINS":
+            return f"{e[0]!r} {'in' if e[1] else 'not in'} {src}"
         if k == "DICT_KEYS":
             return f"list({src}.keys()) == {list(e)!r}"
         if k == "TENSOR_MATCH":
@@ -144,9 +147,10 @@ class CompiledGuard:
     ``why_failed(*args, **kwargs)`` names the first failing guard (slow path).
     """
 
-    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn")
+    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn", "_closure_param")
 
-    def __init__(self, check, source, guards, namespace, lines, signature_fn):
+    def __init__(self, check, source, guards, namespace, lines, signature_fn, closure_param=False):
+        self._closure_param = closure_param
         self.check = check
         self.source = source
         self.guards = guards
@@ -166,6 +170,8 @@ class CompiledGuard:
             return f"arguments do not bind: {e}"
         env = dict(self._namespace)
         env.update(bound.arguments)
+        if self._closure_param:
+            env["___cells"] = self._signature_fn.__closure__ or ()
         for setup, cond, guard, value_var in self._lines:
             try:
                 for var, expr in setup:
@@ -215,19 +221,22 @@ def _signature_text(code: types.CodeType) -> str:
     return ", ".join(parts)
 
 
-def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> CompiledGuard:
+def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_param: bool = False) -> CompiledGuard:
     """Generate the check function for one cache entry of ``fn``.
 
     ``fn`` supplies the signature (and defaults) the check is called with and
-    the closure the ``RootCellSource`` guards read.
+    the closure the ``RootCellSource`` guards read.  With ``closure_param``
+    the closure is the check's first argument instead (generated functions
+    such as resume functions get fresh cells on every call).
     """
     code = fn.__code__
     ns: Dict[str, Any] = {
         "___G": frame_globals,
         "___B": builtins.__dict__,
-        "___cells": fn.__closure__ or (),
         "___grad_enabled": torch.is_grad_enabled,
     }
+    if not closure_param:
+        ns["___cells"] = fn.__closure__ or ()
     bound_ids: Dict[int, str] = {}
 
     def bind(obj) -> str:
@@ -268,8 +277,11 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> Compi
             body.append(f"        {var} = {text}")
         body.append(f"        if not ({cond}): return False")
     body.append("        return True")
+    params = _signature_text(code)
+    if closure_param:
+        params = "___cells, " + params if params else "___cells"
     src = (
-        f"def ___guard({_signature_text(code)}):\n"
+        f"def ___guard({params}):\n"
         f"    try:\n" + "\n".join(body) + "\n"
         f"    except Exception:\n"
         f"        return False\n"
@@ -279,7 +291,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict) -> Compi
     check.__defaults__ = fn.__defaults__
     check.__kwdefaults__ = fn.__kwdefaults__
     log("guards", "guards for %s:\n%s", code.co_name, src)
-    return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn)
+    return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
 
 
 def _condition(g: Guard, expr_of, setup, bind) -> str:
@@ -302,6 +314,9 @@ def _condition(g: Guard, expr_of, setup, bind) -> str:
         return f"len({e}) == {g.expected}"
     if k == "SET_MATCH":
         return f"{e} == {bind(g.expected)}"
+    if k == "DICT_CONTAINS":
+        key, present = g.expected
+        return f"({key!r} in {e}) is {present}"
     if k == "DICT_KEYS":
         return f"tuple({e}) == {bind(tuple(g.expected))}"
     if k == "TENSOR_MATCH":

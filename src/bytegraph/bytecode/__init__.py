@@ -13,7 +13,7 @@ Public interface:
 CPython version specifics are confined to :mod:`.versions`.
 """
 
-from .analysis import live_locals, max_stack_depth, stack_effect
+from .analysis import find_loops, live_locals, max_stack_depth, stack_depths, stack_effect
 from .assemble import assemble
 from .decode import clear_cache, decode
 from .instr import ExnEntry, Instr, copy_instrs, instr
@@ -21,5 +21,5 @@ from .versions import SPEC
 
 __all__ = [
     "Instr", "ExnEntry", "instr", "decode", "clear_cache", "copy_instrs", "assemble",
-    "stack_effect", "max_stack_depth", "live_locals", "SPEC",
+    "stack_effect", "max_stack_depth", "live_locals", "stack_depths", "find_loops", "SPEC",
 ]

@@ -189,3 +189,47 @@ def live_locals(instrs) -> list:
             fs = sets[mask] = frozenset(name for name, b in bit_of.items() if mask & b)
         result.append(fs)
     return result
+
+
+def stack_depths(instrs) -> list:
+    """Value-stack depth on entry to each instruction (``-1`` where unreachable).
+
+    Resume functions and outlined loop bodies need the depth at the point
+    where they enter or leave a copy of the original code.
+    """
+    n = len(instrs)
+    index = _index_map(instrs)
+    depth = [-1] * n
+    terminators = SPEC.terminators
+    work = [(0, 0)] if n else []
+    while work:
+        k, d = work.pop()
+        while k < n and depth[k] < 0:
+            depth[k] = d
+            ins = instrs[k]
+            if ins.exn is not None:
+                work.append((index[id(ins.exn.target)], ins.exn.depth + 1 + (1 if ins.exn.lasti else 0)))
+            if ins.target is not None and ins.is_jump:
+                work.append((index[id(ins.target)], d + stack_effect(ins, True)))
+            if ins.opname in terminators:
+                break
+            d += stack_effect(ins, False)
+            k += 1
+    return depth
+
+
+def find_loops(instrs) -> list:
+    """Loops as ``(head, backedge)`` index pairs, one per backward jump.
+
+    ``head`` is the backward jump's target (a ``FOR_ITER`` for ``for``
+    loops); the loop region is ``head..backedge`` inclusive.  Several
+    back-edges to one head (``continue``) give several pairs; callers merge.
+    """
+    index = _index_map(instrs)
+    loops = []
+    for k, ins in enumerate(instrs):
+        if ins.target is not None and ins.is_jump:
+            t = index[id(ins.target)]
+            if t <= k:
+                loops.append((t, k))
+    return loops

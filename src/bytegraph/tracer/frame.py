@@ -33,13 +33,23 @@ _CODE_INFO: Dict[types.CodeType, tuple] = {}
 
 
 def code_info(code: types.CodeType):
-    """Decoded instructions of ``code`` and the index of each (by identity)."""
+    """Decoded instructions of ``code``, the index of each (by identity), and its loop heads."""
     info = _CODE_INFO.get(code)
     if info is None:
+        from ..resume import loops_of
         instrs = decode(code)
-        info = (instrs, {id(ins): i for i, ins in enumerate(instrs)})
+        heads = frozenset(lp.head for lp in loops_of(code))
+        info = (instrs, {id(ins): i for i, ins in enumerate(instrs)}, heads)
         _CODE_INFO[code] = info
     return info
+
+
+class TraceStopped(Exception):
+    """The trace reached its planned stop (a graph break); ``frame`` is the innermost frame."""
+
+    def __init__(self, frame):
+        super().__init__()
+        self.frame = frame
 
 
 class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
@@ -49,7 +59,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                  closure: List[CellValue], parent: Optional["Frame"] = None, fn_name: str = ""):
         self.trace = trace
         self.code = code
-        self.instrs, self.index_of = code_info(code)
+        self.instrs, self.index_of, self.loop_heads = code_info(code)
         self.ip = 0
         self.stack: List[Value] = []
         self.locals: Dict[str, Value] = dict(locals_)
@@ -67,9 +77,21 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.exc_stack: List[Value] = []
         #: items a generator frame has yielded (None for ordinary frames)
         self.yielded: Optional[List[Value]] = None
+        #: loop head index -> trace step of its first execution in this frame
+        self.head_steps: Dict[int, int] = {}
+        #: called straight from a CALL instruction, so its return value is that
+        #: instruction's result (a graph break inside can split here)
+        self.direct_call = False
+        #: trace step of the instruction being executed
+        self.step = -1
+        #: set by CALL just before calling a user function (consumed by inline_call)
+        self.calling_directly = False
         #: root arguments not read yet (wrapped lazily on first read, so unused
         #: arguments get no guards and no graph inputs)
-        self.unrealized: Dict[str, object] = {}
+        self.unrealized: Dict[str, tuple] = {}  # name -> (object, source)
+        #: generated frames whose locals came in one dict: its source and keys
+        self.state_source = None
+        self.state_names: tuple = ()
 
     # -- services used by values ---------------------------------------------
     @property
@@ -120,6 +142,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             raise Unsupported(f"call depth over {config.max_inline_depth} inlining {name}()",
                               kind="recursion_limit")
         child = Frame(self.trace, code, f_globals, bound, closure, parent=self, fn_name=name)
+        child.direct_call = self.calling_directly and not code.co_flags & 0x20
+        self.calling_directly = False
         if code.co_flags & 0x20:
             # NOTE: a generator called during tracing runs to completion at
             # once and yields its items from a list.  That is Python's order
@@ -135,9 +159,16 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
     def run(self) -> Value:
         instrs = self.instrs
         trace = self.trace
+        heads = self.loop_heads
         while not self.returned:
-            ins = instrs[self.ip]
-            self.ip += 1
+            ip = self.ip
+            if trace.steps == trace.stop_step:
+                raise TraceStopped(self)
+            if ip in heads and ip not in self.head_steps:
+                self.head_steps[ip] = trace.steps
+            ins = instrs[ip]
+            self.ip = ip + 1
+            self.step = trace.steps
             self.current = ins
             handler = DISPATCH.get(ins.opname)
             if handler is None:
@@ -151,6 +182,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             except Unsupported as exc:
                 if exc.location is None:
                     exc.location = self.location()
+                    exc.frame = self
+                    exc.index = ip
+                    exc.step = trace.steps - 1
                 raise
         return self.return_value
 

@@ -11,6 +11,13 @@ from ..values.containers import DictValue, TupleValue
 from ..values.functions import NestedFunctionValue
 
 
+def _is_user_callable(fn) -> bool:
+    from ..values.functions import BoundMethodValue, PartialValue, UserFunctionValue
+    while isinstance(fn, (BoundMethodValue, PartialValue)):
+        fn = fn.func
+    return isinstance(fn, (UserFunctionValue, NestedFunctionValue))
+
+
 class CallOps:
     def KW_NAMES(self, ins):
         self.kw_names = ins.argval
@@ -26,6 +33,7 @@ class CallOps:
             fn = first
             args = [second] + args
         kwargs = {}
+        self.calling_directly = _is_user_callable(fn)
         if self.kw_names:
             names = self.kw_names
             self.kw_names = ()
@@ -41,6 +49,7 @@ class CallOps:
         if self.stack and isinstance(self.stack[-1], NullValue):
             self.stack.pop()
         arg_list = args.unpack(self)
+        self.calling_directly = _is_user_callable(fn)
         kw = {}
         if kwargs is not None:
             if not isinstance(kwargs, DictValue):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import operator
 
 from ..errors import Unsupported
@@ -149,6 +150,30 @@ class DataOps:
         middle = ListValue(items[before:len(items) - after])
         out = items[:before] + [middle] + items[len(items) - after:]
         self.stack.extend(reversed(out))
+
+    # -- structural pattern matching (``match``) ---------------------------------------
+    def GET_LEN(self, ins):
+        from ..values.builtins_table import BUILTIN_HANDLERS
+        self.stack.append(BUILTIN_HANDLERS[len](self, [self.stack[-1]], {}))
+
+    def MATCH_SEQUENCE(self, ins):
+        t = self.stack[-1].python_type()
+        self.stack.append(const(issubclass(t, collections.abc.Sequence)
+                                and not issubclass(t, (str, bytes, bytearray))))
+
+    def MATCH_MAPPING(self, ins):
+        self.stack.append(const(issubclass(self.stack[-1].python_type(), collections.abc.Mapping)))
+
+    def MATCH_KEYS(self, ins):
+        keys = self.stack[-1].unpack(self)
+        subject = self.stack[-2]
+        if not isinstance(subject, DictValue):
+            raise Unsupported(f"`match` of a mapping pattern against a {subject.type_name()}",
+                              kind="unsupported_match")
+        if all(subject.contains(k) for k in keys):
+            self.stack.append(TupleValue([subject.getitem(self, k) for k in keys]))
+        else:
+            self.stack.append(const(None))
 
     # -- strings ---------------------------------------------------------------------
     def FORMAT_VALUE(self, ins):

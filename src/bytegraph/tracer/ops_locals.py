@@ -24,10 +24,12 @@ class LocalOps:
         value = self.locals.get(name)
         if value is None:
             if name in self.unrealized:
-                obj = self.unrealized.pop(name)
-                value = self.wrap(obj, LocalSource(name))
+                obj, source = self.unrealized.pop(name)
+                value = self.wrap(obj, source)
                 self.locals[name] = value
             else:
+                if self.state_source is not None and name not in self.state_names:
+                    self.guards.add(Guard("DICT_CONTAINS", self.state_source, (name, False)))
                 self.raise_python_exception(UnboundLocalError(
                     f"cannot access local variable '{name}' where it is not associated with a value"))
         return value
@@ -49,7 +51,7 @@ class LocalOps:
         initial = EMPTY
         if name in self.locals or name in self.unrealized:
             if self.is_root and name in self.unrealized:
-                initial = self.wrap(self.unrealized.pop(name), LocalSource(name, is_cell=True))
+                initial = self.wrap(self.unrealized.pop(name)[0], LocalSource(name, is_cell=True))
             else:
                 initial = self.locals[name]
         source = RootCellSource(name, None) if self.is_root else None

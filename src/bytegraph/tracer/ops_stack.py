@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import types
+
 from ..values.base import NULL
 from ..values.constants import ConstantValue
+
+
+_PLAIN_CONSTANTS = frozenset({int, float, bool, str, bytes, complex, tuple, frozenset, type(None),
+                              type(Ellipsis), types.CodeType})
 
 
 class StackOps:
@@ -33,4 +39,9 @@ class StackOps:
         s[-1], s[-ins.arg] = s[-ins.arg], s[-1]
 
     def LOAD_CONST(self, ins):
-        self.stack.append(ConstantValue(ins.argval))
+        value = ins.argval
+        if type(value) in _PLAIN_CONSTANTS:
+            self.stack.append(ConstantValue(value))
+        else:  # objects bytegraph's own generated code embeds (builtins, sentinels)
+            from ..values.builder import wrap_derived_constant
+            self.stack.append(wrap_derived_constant(self, value, "constant"))

@@ -13,10 +13,11 @@ from ..errors import Unsupported, UserException
 from ..graph import OutputGraph
 from ..guards import Guard, GuardSet
 from ..side_effects import SideEffects
-from ..sources import ObjectSource
+from ..resume import STATE_ARG, origin_of
+from ..sources import ItemSource, LocalSource, ObjectSource
 from ..values import builder
 from ..values.base import Value
-from .frame import Frame
+from .frame import Frame, TraceStopped
 
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | \
     inspect.CO_ITERABLE_COROUTINE
@@ -38,7 +39,12 @@ class Trace:
         self.global_cache: Dict[tuple, Value] = {}
         self._globals_sources: Dict[int, ObjectSource] = {}
         self.steps = 0
+        #: trace step before which to stop (a planned graph break), or -1
+        self.stop_step = -1
+        #: innermost frame when the trace stopped at ``stop_step``
+        self.stopped_frame: Optional[Frame] = None
         self.root: Optional[Frame] = None
+        self.grad_enabled_at_start = torch.is_grad_enabled()
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -55,6 +61,26 @@ class Trace:
             self.graph.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {}, None)
             torch._C._set_grad_enabled(enabled)
 
+    def _enter_with_state(self, root: Frame, block, state: dict) -> None:
+        """A generated frame whose locals arrive as one state dict: run the
+        prologue up to the unpacking block, then make each entry an
+        unrealized local (read lazily, guarded only if used)."""
+        from .frame import DISPATCH
+        start, end = block
+        for ins in root.instrs[:start]:
+            DISPATCH[ins.opname](root, ins)
+        root.ip = end
+        src = LocalSource(STATE_ARG)
+        del root.unrealized[STATE_ARG]
+        self.guards.add(Guard("TYPE_MATCH", src, dict))
+        # No guard on the key set: a local's presence is guarded only where
+        # the frame reads it (see LocalOps.load_local), and locals() copies
+        # the entries nobody touched (StateLocalsValue).
+        root.state_source = src
+        root.state_names = tuple(state)
+        for name, obj in state.items():
+            root.unrealized[name] = (obj, ItemSource(src, name))
+
     def run(self, args: tuple, kwargs: dict) -> Value:
         fn = self.fn
         code = fn.__code__
@@ -64,11 +90,21 @@ class Trace:
         bound = inspect.signature(fn).bind(*args, **kwargs)
         bound.apply_defaults()
         root = Frame(self, code, fn.__globals__, {}, [], parent=None, fn_name=fn.__name__)
-        root.unrealized = dict(bound.arguments)
+        root.unrealized = {name: (obj, LocalSource(name)) for name, obj in bound.arguments.items()}
         self.root = root
-        grad_before = torch.is_grad_enabled()
+        origin = origin_of(code)
+        if origin is not None and origin.state_block is not None:
+            self._enter_with_state(root, origin.state_block, bound.arguments[STATE_ARG])
+        grad_before = self.grad_enabled_at_start = torch.is_grad_enabled()
         self.guards.add(Guard("GRAD_MODE", None, grad_before))
         try:
             return root.run()
+        except TraceStopped as stop:
+            self.stopped_frame = stop.frame
+            if torch.is_grad_enabled() != grad_before:
+                # The graph must leave grad mode as it found it; the transformed
+                # code re-enters open grad-mode contexts natively.
+                self.graph.create_node("call_function", torch._C._set_grad_enabled, (grad_before,), {}, None)
+            return None
         finally:
             torch._C._set_grad_enabled(grad_before)

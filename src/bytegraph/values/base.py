@@ -146,3 +146,66 @@ def constants_of(values: List[Value]) -> list:
 
 def all_constant(values: Iterable[Value]) -> bool:
     return all(v.is_constant() for v in values)
+
+
+class UnrealizedLocal(Value):
+    """A root-frame local nobody has read yet (an argument, or an entry of a
+    resume function's state dict), handed on untouched (e.g. by ``locals()``).
+
+    It reconstructs from its source without any guard; any other use reads
+    the local for real (wrapping it, with its guards) and forwards to that.
+    """
+
+    __slots__ = ("frame", "name", "_real")
+
+    def __init__(self, frame, name: str):
+        super().__init__(frame.unrealized[name][1])
+        self.frame = frame
+        self.name = name
+        self._real = None
+
+    def realize(self) -> Value:
+        if self._real is None:
+            self._real = self.frame.load_local(self.name)
+        return self._real
+
+    def python_type(self):
+        return self.realize().python_type()
+
+    def is_constant(self):
+        return self.realize().is_constant()
+
+    def as_constant(self):
+        return self.realize().as_constant()
+
+    def get_attr(self, tx, name):
+        return self.realize().get_attr(tx, name)
+
+    def set_attr(self, tx, name, value):
+        return self.realize().set_attr(tx, name, value)
+
+    def del_attr(self, tx, name):
+        return self.realize().del_attr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        return self.realize().call(tx, args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.realize().call_method(tx, name, args, kwargs)
+
+    def unpack(self, tx):
+        return self.realize().unpack(tx)
+
+    def truth(self, tx):
+        return self.realize().truth(tx)
+
+    def has_len(self):
+        return self.realize().has_len()
+
+    def children(self):
+        return (self._real,) if self._real is not None else ()
+
+    def reconstruct(self, cg):
+        if self._real is not None:
+            return cg.reconstruct(self._real)
+        self.source.emit_load(cg)

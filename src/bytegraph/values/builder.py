@@ -26,7 +26,7 @@ from .cells import CellValue, UNREAD
 from .constants import LITERAL_TYPES, ConstantValue
 from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, TupleValue
 from .functions import BuiltinValue, UserFunctionValue
-from .objects import ClassValue, PythonModuleValue, UserObjectValue
+from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -44,8 +44,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
     t = type(obj)
     if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis):
         if source is not None:
-            guards.add(Guard("CONSTANT_MATCH", source, obj))
-        return ConstantValue(obj, source)
+            return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
+        return ConstantValue(obj)
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     se = tx.side_effects
@@ -97,6 +97,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is types.CellType:
         name = "<cell>"
         return se.cell_for(obj, name, source)
+    if t is types.MethodType and source is not None:
+        return _wrap_bound_method(tx, obj, source)
     # Everything below is identified by identity.
     if source is not None:
         guards.add(Guard("ID_MATCH", source, obj))
@@ -107,15 +109,19 @@ def wrap_callable_or_object(tx, obj, source):
     """Value for functions, classes, modules and other objects (identity already guarded)."""
     from .builtins_table import builtin_handler
     t = type(obj)
-    if t is types.FunctionType:
-        if _is_torch_function(obj):
-            return TorchFunctionValue(obj, source)
-        return UserFunctionValue(obj, source)
-    if t is types.ModuleType:
-        return PythonModuleValue(obj, source)
     handler = builtin_handler(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
+    if t is types.FunctionType:
+        if _is_torch_function(obj):
+            return TorchFunctionValue(obj, source)
+        skipped = _skipped_module(obj)
+        if skipped is not None:
+            kind, hint = skipped
+            return OpaqueValue(obj, source, f"call to {obj.__module__}.{obj.__qualname__}()", kind, hint)
+        return UserFunctionValue(obj, source)
+    if t is types.ModuleType:
+        return PythonModuleValue(obj, source)
     if isinstance(obj, type):
         if obj in GRAD_MODE_CLASSES:
             from .builtins_table import GradModeClassValue
@@ -131,16 +137,57 @@ def wrap_callable_or_object(tx, obj, source):
         return BoundMethodValue(fn, recv, source)
     if isinstance(obj, _FUNCTION_TYPES):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
-        raise Unsupported(f"call to unsupported builtin {name}()", kind="unsupported_builtin",
-                          hint="bytegraph cannot trace into C functions outside torch")
+        return OpaqueValue(obj, source, f"call to unsupported builtin {name}()", "unsupported_builtin",
+                           "bytegraph cannot trace into C functions outside torch")
     if isinstance(obj, torch.nn.Module):
-        raise Unsupported("nn.Module objects inside a compiled function", kind="unsupported_module",
-                          hint="nn.Module support arrives with the modules issue")
+        return OpaqueValue(obj, source, f"nn.Module {type(obj).__name__} inside a compiled function",
+                           "unsupported_module", "nn.Module support arrives with the modules issue")
     if source is None:
-        raise Unsupported(f"object of type {t.__name__} without a source", kind="unsupported_object")
+        return OpaqueValue(obj, None, f"object of type {t.__name__} created outside the trace",
+                           "unsupported_object", "")
     value = UserObjectValue(obj, source)
     tx.side_effects.track_existing(obj, value)
     return value
+
+
+def _wrap_bound_method(tx, obj, source):
+    """A bound method is guarded through its parts: a fresh bound method object
+    is made on every attribute access, so its identity means nothing."""
+    from ..sources import AttrSource
+    from .functions import BoundMethodValue
+    from .objects import GradModeValue, WithExitValue
+    tx.guards.add(Guard("TYPE_MATCH", source, types.MethodType))
+    receiver = obj.__self__
+    self_src = AttrSource(source, "__self__")
+    if type(receiver) in GRAD_MODE_CLASSES and obj.__func__.__name__ == "__exit__":
+        # the __exit__ of a grad-mode context left on the stack across a graph break
+        tx.guards.add(Guard("TYPE_MATCH", self_src, type(receiver)))
+        tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(self_src, "prev"), receiver.prev))
+        mode = GradModeValue(torch.is_grad_enabled())
+        mode.previous = receiver.prev
+        return WithExitValue(mode)
+    fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
+    return BoundMethodValue(fn, wrap(tx, receiver, self_src), source)
+
+
+# Library modules whose functions are I/O or process state: never inlined,
+# each call is a graph break (it runs natively between graphs).
+_SKIPPED_MODULES = {
+    "logging": ("logging", "logging calls run natively between graphs"),
+    "warnings": ("warnings", "warnings run natively between graphs"),
+}
+_SKIPPED_PREFIXES = ("threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
+                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
+
+
+def _skipped_module(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    top = mod.partition(".")[0]
+    if top in _SKIPPED_MODULES:
+        return _SKIPPED_MODULES[top]
+    if top in _SKIPPED_PREFIXES:
+        return ("unsupported_library", f"{top} functions run natively between graphs")
+    return None
 
 
 def _is_torch_function(obj) -> bool:
@@ -154,6 +201,9 @@ def _is_torch_function(obj) -> bool:
 
 def wrap_derived_constant(tx, obj, what: str) -> Value:
     """A value computed from constants during tracing (no source, no guard)."""
+    from ..resume import UNBOUND
+    if obj is UNBOUND:
+        return ConstantValue(obj)
     if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
         return ConstantValue(obj)
     if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):

@@ -251,6 +251,8 @@ def _scalar_type(fn):
                 tx.raise_python_exception(e)
         if fn is bool and len(args) == 1:
             return const(args[0].truth(tx))
+        if fn is str and len(args) == 1 and isinstance(args[0], ExceptionValue) and all_constant(args[0].args):
+            return const(str(args[0].as_real()))
         if fn is str and len(args) == 1:
             raise Unsupported(f"str() of a {args[0].type_name()}", kind="unsupported_builtin")
         raise Unsupported(f"{fn.__name__}() of a {args[0].type_name()}", kind="unsupported_builtin")
@@ -296,6 +298,12 @@ def _sorted(tx, args, kwargs):
     return ListValue([items[i] for i in order])
 
 
+def _torch_size(tx, args, kwargs):
+    _no_kwargs("torch.Size", kwargs)
+    dims = [v.as_constant() for v in _iter_items(tx, args[0])] if args else []
+    return const(torch.Size(dims))
+
+
 def _slice(tx, args, kwargs):
     return SliceValue(list(args))
 
@@ -336,6 +344,10 @@ def _operator_unary(fn):
 
 def _divmod(tx, args, kwargs):
     a, b = args
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        # torch.Tensor defines neither __divmod__ nor __rdivmod__
+        tx.raise_python_exception(TypeError(f"unsupported operand type(s) for divmod(): "
+                                            f"'{a.type_name()}' and '{b.type_name()}'"))
     return TupleValue([binary_op(tx, operator.floordiv, a, b), binary_op(tx, operator.mod, a, b)])
 
 
@@ -423,6 +435,67 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                       hint="user-defined classes are not supported yet inside compiled functions")
 
 
+def _locals(tx, args, kwargs):
+    """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
+    from .cells import CellValue, EMPTY, UNREAD
+    from .base import UnrealizedLocal
+    if tx.state_source is not None:
+        return StateLocalsValue(tx)
+    out = DictValue()
+    for name in tx.code.co_varnames:
+        if name in tx.unrealized:
+            out.entries[(str, name)] = (const(name), UnrealizedLocal(tx, name))
+    for name, v in tx.locals.items():
+        if isinstance(v, CellValue):
+            if v.contents is UNREAD:
+                v.read(tx)
+            if v.contents is EMPTY:
+                continue
+            v = v.contents
+        out.entries[(str, name)] = (const(name), v)
+    return out
+
+
+class StateLocalsValue(DictValue):
+    """``locals()`` of a generated frame whose locals arrived as a state dict.
+
+    Rebuilt as a copy of the incoming dict updated with what this frame
+    bound or deleted, so entries it never touched need no guard.
+    """
+
+    __slots__ = ("deleted", "state_source", "_untouched")
+
+    def __init__(self, tx):
+        super().__init__()
+        from .cells import CellValue
+        self.state_source = tx.state_source
+        for name, v in tx.locals.items():
+            if not isinstance(v, CellValue):
+                self.entries[(str, name)] = (const(name), v)
+        self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
+        from .base import UnrealizedLocal
+        self._untouched = {n: UnrealizedLocal(tx, n) for n in tx.unrealized}
+
+    def reconstruct(self, cg):
+        self.state_source.emit_load(cg)
+        cg.call_method("copy", lambda: 0)
+        for k, v in self.entries.values():
+            cg.emit("COPY", arg=1)
+            cg.reconstruct(v)
+            cg.emit("SWAP", arg=2)
+            cg.reconstruct(k)
+            cg.emit("STORE_SUBSCR")
+        for name in self.deleted:
+            cg.emit("COPY", arg=1)
+            cg.load_object(name)
+            cg.emit("DELETE_SUBSCR")
+
+
+def _graph_break(tx, args, kwargs):
+    raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
+                      hint="remove the call to capture across this point")
+
+
 BUILTIN_HANDLERS: Dict[object, Handler] = {
     len: _len, isinstance: _isinstance, issubclass: _issubclass, range: _range,
     enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed,
@@ -432,10 +505,10 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     int: _scalar_type(int), float: _scalar_type(float), bool: _scalar_type(bool),
     str: _scalar_type(str), complex: _scalar_type(complex),
     tuple: _tuple, list: _list, set: _set, frozenset: _frozenset, dict: _dict, sorted: _sorted,
-    slice: _slice, divmod: _divmod, pow: _pow, round: _round,
+    slice: _slice, torch.Size: _torch_size, divmod: _divmod, pow: _pow, round: _round,
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
-    functools.partial: _partial,
+    functools.partial: _partial, locals: _locals,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],
@@ -459,9 +532,20 @@ for _name in dir(math):
         BUILTIN_HANDLERS[_obj] = _constant_fn(_obj)
 
 
+def _register_graph_break():
+    from ..api import graph_break
+    BUILTIN_HANDLERS[graph_break] = _graph_break
+
+
 def builtin_handler(obj):
     """The handler for ``obj`` if it is a modelled builtin, else None."""
+    if not _registered:
+        _registered.append(True)
+        _register_graph_break()
     try:
         return BUILTIN_HANDLERS.get(obj)
     except TypeError:  # unhashable
         return None
+
+
+_registered: list = []

@@ -22,11 +22,27 @@ class ConstantValue(Value):
     Reconstructs as ``LOAD_CONST`` (its value is a code constant).
     """
 
-    __slots__ = ("value",)
+    __slots__ = ("_value", "_pending_guard")
 
-    def __init__(self, value, source=None):
+    def __init__(self, value, source=None, guard=None):
         super().__init__(source)
-        self.value = value
+        self._value = value
+        #: ``(guard set, guard)`` installed on first use of the value: a
+        #: constant that is only passed along (stored, returned, handed to a
+        #: resume function) is reloaded from its source and guards nothing.
+        self._pending_guard = guard
+
+    @property
+    def value(self):
+        pending = self._pending_guard
+        if pending is not None:
+            self._pending_guard = None
+            pending[0].add(pending[1])
+        return self._value
+
+    @property
+    def is_unguarded(self) -> bool:
+        return self._pending_guard is not None
 
     def python_type(self):
         return type(self.value)
@@ -59,7 +75,10 @@ class ConstantValue(Value):
         return wrap_derived_constant(tx, attr, name)
 
     def reconstruct(self, cg):
-        cg.load_object(self.value)
+        if self._pending_guard is not None and self.source is not None:
+            self.source.emit_load(cg)
+        else:
+            cg.load_object(self.value)
 
     def __repr__(self):
         return f"ConstantValue({self.value!r})"

@@ -271,9 +271,8 @@ class GradModeValue(Value):
         return NONE
 
     def reconstruct(self, cg):
-        cg.push_callable(torch.set_grad_enabled)
-        cg.load_object(self.enabled)
-        cg.call(1)
+        cg.push_callable(torch.enable_grad if self.enabled else torch.no_grad)
+        cg.call(0)
 
 
 class WithExitValue(Value):
@@ -295,6 +294,13 @@ class WithExitValue(Value):
         self.ctx.exit(tx)
         return NONE
 
+    def reconstruct(self, cg):
+        # Across a graph break the context is re-entered natively (the graph
+        # left the global state as it found it); its __exit__ stays on the stack.
+        cg.reconstruct(self.ctx)
+        cg.emit("BEFORE_WITH")
+        cg.emit("POP_TOP")
+
 
 class HookHandleValue(Value):
     """The ``RemovableHandle`` a hook registration returns.
@@ -309,3 +315,40 @@ class HookHandleValue(Value):
     def python_type(self):
         from torch.utils.hooks import RemovableHandle
         return RemovableHandle
+
+
+class OpaqueValue(Value):
+    """A pre-existing object bytegraph cannot model (a C function outside torch,
+    an ``nn.Module`` for now, ...).  Holding it is fine; using it is a graph
+    break.  Reconstructs through its source."""
+
+    __slots__ = ("obj", "why", "kind", "hint")
+
+    def __init__(self, obj, source, why: str, kind: str, hint: str):
+        super().__init__(source)
+        self.obj = obj
+        self.why = why
+        self.kind = kind
+        self.hint = hint
+
+    def python_type(self):
+        return type(self.obj)
+
+    def _fail(self):
+        raise Unsupported(self.why, kind=self.kind, hint=self.hint)
+
+    def call(self, tx, args, kwargs):
+        self._fail()
+
+    def get_attr(self, tx, name):
+        if name in ("__name__", "__qualname__") and hasattr(self.obj, name):
+            return const(getattr(self.obj, name))
+        self._fail()
+
+    def truth(self, tx):
+        self._fail()
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return self.source.emit_load(cg)
+        cg.load_object(self.obj)

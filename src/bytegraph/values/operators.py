@@ -123,6 +123,11 @@ def same_object(a: Value, b: Value) -> bool:
     """``a is b`` for values, by the real object's identity where known."""
     if a is b:
         return True
+    from ..resume import UNBOUND
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, ConstantValue) and x.source is None and x._value is UNBOUND:
+            # bytegraph's own marker: no user value is ever it, so no guard is needed
+            return isinstance(y, ConstantValue) and y._value is UNBOUND
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return a.fake is b.fake
     ra, rb = _real(a), _real(b)
@@ -134,6 +139,10 @@ def same_object(a: Value, b: Value) -> bool:
 def _real(v: Value):
     if isinstance(v, ConstantValue):
         return (v.value,)
+    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
+        # one real container is one value (side-effect table): ``a is b`` already said it.
+        # (Their ``cls`` slot is the container's type, not the object.)
+        return None
     for attr in ("fn", "obj", "cls", "module"):
         if hasattr(type(v), attr) or attr in getattr(type(v), "__slots__", ()):
             try:
@@ -157,6 +166,8 @@ def compare(tx, op: str, a: Value, b: Value) -> Value:
             return const(eq if op == "==" else not eq)
     if isinstance(a, BaseListValue) and isinstance(b, BaseListValue) and a.python_type() is b.python_type():
         return _fold(tx, fn, const(_seq_key(tx, a)), const(_seq_key(tx, b)))
+    if isinstance(a, SetValue) and isinstance(b, SetValue):
+        return const(fn(set(a.elements), set(b.elements)))  # subset / superset
     raise Unsupported(f"comparison {op} of {a.type_name()} and {b.type_name()}", kind="unsupported_operator")
 
 
@@ -208,7 +219,7 @@ def contains(tx, container: Value, item: Value) -> bool:
         return container.dict_value.contains(item)
     if isinstance(container, SetValue):
         return container.contains(item)
-    if isinstance(container, TensorValue) or isinstance(item, TensorValue):
+    if isinstance(container, TensorValue):
         raise Unsupported("`in` on a tensor reads tensor values", kind="data_dependent")
     if container.is_constant() and item.is_constant():
         try:
@@ -216,7 +227,12 @@ def contains(tx, container: Value, item: Value) -> bool:
         except TypeError as e:
             tx.raise_python_exception(e)
     for v in container.unpack(tx):
-        if same_object(v, item) or _equal(tx, v, item) is True:
+        # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
+        if same_object(v, item):
+            return True
+        if isinstance(v, TensorValue) or isinstance(item, TensorValue):
+            raise Unsupported("`in` compares a tensor with ==, which reads tensor values", kind="data_dependent")
+        if _equal(tx, v, item) is True:
             return True
         if _equal(tx, v, item) is None:
             raise Unsupported(f"`in` comparison of {item.type_name()} and {v.type_name()}",

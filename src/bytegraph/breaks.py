@@ -1,0 +1,470 @@
+"""Graph breaks: where to split a frame, and the code around the split.
+
+When a trace meets something it cannot capture, :func:`plan_break` decides
+where the compiled frame stops (DESIGN.md §5, §8):
+
+* ``instr``: in the compiled frame itself -- stop before the instruction,
+  run it natively, continue in a resume function for each successor;
+* ``loop``: the instruction is inside a loop of the compiled frame -- stop
+  at the loop's head and run the loop natively, calling an outlined body
+  function per iteration (compiled in turn), so iterations never nest;
+* ``chain``: inside inlined calls -- stop the innermost frame there and
+  continue each active frame in its own resume function, innermost first,
+  feeding each result to the next frame out.
+
+The trace is then run again from the start with a stop at that step
+(restart, not unwind: the second pass stops *before* the instruction with a
+consistent state), and the emitters below write the transformed code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import types
+from typing import Dict, List, Optional, Tuple
+
+from .bytecode import decode, instr, live_locals, stack_effect
+from .errors import BreakRecord, Unsupported
+from .resume import (Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
+                     resume_code)
+from .values.base import NullValue, Value
+from .values.cells import CellValue
+from .values.functions import _make_function
+
+
+@dataclasses.dataclass
+class BreakPlan:
+    step: int                    # trace step before which the retrace stops
+    mode: str                    # "instr", "loop" or "chain"
+    record: BreakRecord
+    loop: Optional[Loop] = None
+
+
+def plan_break(exc: Unsupported) -> BreakPlan:
+    """Decide where to split, from the first trace's failure."""
+    frame = getattr(exc, "frame", None)
+    if frame is None:
+        raise exc
+    index, step = exc.index, exc.step
+    record = exc.record()
+    while True:
+        visited = set(frame.head_steps)
+        lp = outermost_loop(frame.code, index, visited)
+        if frame.parent is None:
+            if lp is not None:
+                return BreakPlan(frame.head_steps[lp.head], "loop", record, lp)
+            return BreakPlan(step, "instr", record)
+        # Splitting inside inlined calls needs every active call to be a plain
+        # CALL whose result is the callee's return value.
+        outermost_indirect = None
+        f = frame
+        while f.parent is not None:
+            if not f.direct_call:
+                outermost_indirect = f
+            f = f.parent
+        if outermost_indirect is None:
+            stop = frame.head_steps[lp.head] if lp is not None else step
+            return BreakPlan(stop, "chain", record)
+        frame = outermost_indirect.parent
+        index, step = frame.ip - 1, frame.step
+
+
+def frame_chain(innermost) -> list:
+    out = []
+    f = innermost
+    while f is not None:
+        out.append(f)
+        f = f.parent
+    return out[::-1]
+
+
+def _bound_plain_locals(frame, names) -> List[Tuple[str, Value]]:
+    """``(name, value)`` for each name bound in ``frame`` (untouched root locals stay unrealized)."""
+    from .values.base import UnrealizedLocal
+    out = []
+    for name in names:
+        v = frame.locals.get(name)
+        if v is not None and not isinstance(v, CellValue):
+            out.append((name, v))
+        elif v is None and name in frame.unrealized:
+            out.append((name, UnrealizedLocal(frame, name)))
+    return out
+
+
+def _live_at(frame, index: int):
+    base, _ = base_position(frame.code, index)
+    origin = origin_of(base)
+    if origin is not None and origin.kind == "loop_body":
+        # an outlined loop body ends with locals(): every bound local is live
+        return frozenset(frame.code.co_varnames)
+    return live_locals(decode(frame.code))[index]
+
+
+class FrameState:
+    """What one frame hands to its continuation: stack slots, locals, cells."""
+
+    def __init__(self, frame, index: int, stack: List[Value], local_names=None, state_dict=False):
+        self.frame = frame
+        self.index = index
+        self.stack = stack
+        self.null_mask = tuple(isinstance(v, NullValue) for v in stack)
+        cells = set(cell_names(frame.code))
+        if local_names is None:
+            live = _live_at(frame, index)
+            local_names = [n for n in plain_locals(frame.code) if n in live and n not in cells]
+        self.locals = _bound_plain_locals(frame, local_names)
+        self.state_dict = state_dict
+        self.cells = [frame.locals[n] for n in cell_names(frame.code)]
+
+    def values(self) -> List[Value]:
+        out = [v for v in self.stack if not isinstance(v, NullValue)]
+        out += [v for _, v in self.locals]
+        out += self.cells
+        return out
+
+
+class BreakEmitter:
+    """Writes the part of the transformed code after the graph for one plan."""
+
+    def __init__(self, cg, trace, plan: BreakPlan, runner_for):
+        self.cg = cg
+        self.trace = trace
+        self.plan = plan
+        self.runner_for = runner_for
+        self.root = trace.root
+        self.frames = frame_chain(trace.stopped_frame)
+
+    # -- what must survive --------------------------------------------------
+    def states(self) -> List[FrameState]:
+        plan = self.plan
+        if plan.mode == "chain":
+            out = []
+            for f in self.frames:
+                if f is self.frames[-1]:
+                    out.append(FrameState(f, f.ip, list(f.stack)))
+                else:
+                    out.append(FrameState(f, f.ip, list(f.stack)))  # the result slot is added at run time
+            return out
+        root = self.root
+        if plan.mode == "loop":
+            return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
+        # instr: locals live at any successor (or the handler)
+        names = set()
+        for s in self._successors():
+            names |= _live_at(root, s)
+        ins = root.instrs[root.ip]
+        if ins.exn is not None:
+            names |= _live_at(root, root.index_of[id(ins.exn.target)])
+        cells = set(cell_names(root.code))
+        local_names = [n for n in plain_locals(root.code) if n in names and n not in cells]
+        return [FrameState(root, root.ip, list(root.stack), local_names)]
+
+    def _successors(self) -> List[int]:
+        return [s for s, _ in self._successor_edges()]
+
+    # -- helpers -------------------------------------------------------------
+    def stage(self, states: List[FrameState]) -> None:
+        """Evaluate every carried value into temporaries before side effects replay."""
+        cg = self.cg
+        for st in states:
+            for v in st.values():
+                cg.stage_value(v)
+
+    def load_local(self, name: str, value: Value) -> None:
+        self.cg.reconstruct(value)
+
+    def make_function(self, frame, code: types.CodeType) -> None:
+        """Push a function for generated ``code`` closing over ``frame``'s cells (C9)."""
+        cg = self.cg
+        cells = [frame.locals[n] for n in cell_names(frame.code)]
+        if frame.f_globals is cg.root_globals:
+            if cells:
+                for c in cells:
+                    cg.reconstruct(c)
+                cg.emit("BUILD_TUPLE", arg=len(cells))
+            cg.load_object(code)
+            cg.emit("MAKE_FUNCTION", arg=0x08 if cells else 0)
+            return
+        cg.push_callable(_make_function)
+        cg.load_object(code)
+        cg.load_object(frame.f_globals)
+        cg.load_object(None)
+        cg.load_object(None)
+        for c in cells:
+            cg.reconstruct(c)
+        cg.emit("BUILD_TUPLE", arg=len(cells))
+        cg.call(5)
+
+    def call_generated(self, frame, code, args_emit) -> None:
+        """``runner(fn, *args)``: a generated function, compiled through the dispatcher."""
+        cg = self.cg
+        cg.push_callable(self.runner_for(code))
+        self.make_function(frame, code)
+        argc = args_emit()
+        cg.call(1 + argc)
+
+    def save_native_stack(self, null_mask) -> List[str]:
+        """Pop the native stack into temporaries; NULL slots get a dummy."""
+        cg = self.cg
+        temps = [cg.new_temp() for _ in null_mask]
+        for t in reversed(temps):
+            cg.emit("STORE_FAST", t)
+        return temps
+
+    def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None) -> None:
+        cg = self.cg
+        local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
+        code = resume_code(frame.code, index, tuple(null_mask), local_names)
+
+        def args():
+            n = 0
+            for is_null, t in zip(null_mask, stack_temps):
+                if not is_null:
+                    cg.emit("LOAD_FAST", t)
+                    n += 1
+            if state_temp is not None:
+                cg.emit("LOAD_FAST", state_temp)
+                return n + 1
+            for name, v in locals_:
+                self.load_local(name, v)
+            return n + len(locals_)
+        self.call_generated(frame, code, args)
+
+    # -- modes -------------------------------------------------------------------
+    def emit(self, states: List[FrameState]) -> None:
+        getattr(self, "_emit_" + self.plan.mode)(states)
+
+    def _push_stack(self, st: FrameState) -> None:
+        for v in st.stack:
+            self.cg.reconstruct(v)
+
+    def _emit_instr(self, states) -> None:
+        cg, root = self.cg, self.root
+        (st,) = states
+        self._push_stack(st)
+        ins = root.instrs[root.ip]
+        depth = len(st.stack)
+        handler = exn = None
+        if ins.exn is not None:
+            handler = instr("NOP", positions=cg.positions)
+            exn = _exn_like(ins.exn, handler)
+        native = self._native_copy(ins, exn)
+        cg.instrs.extend(native)
+        paths = []
+        for s, is_jump in self._successor_edges():
+            after = depth + _native_effect(ins, is_jump)
+            paths.append((s, is_jump, self._mask_after(ins, st.null_mask, after, is_jump)))
+        # fall-through path first (it follows the native instruction), then the jump target
+        for s, is_jump, mask in sorted(paths, key=lambda p: p[1]):
+            label = instr("NOP", positions=cg.positions)
+            if is_jump:
+                native[-1].target = label
+            cg.instrs.append(label)
+            temps = self.save_native_stack(mask)
+            self.call_resume(root, s, mask, temps, st.locals)
+            cg.emit("RETURN_VALUE")
+        if handler is not None:
+            cg.instrs.append(handler)
+            e = ins.exn
+            mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
+            temps = self.save_native_stack(mask)
+            target = root.index_of[id(e.target)]
+            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals)
+            cg.emit("RETURN_VALUE")
+
+    def _successor_edges(self) -> List[Tuple[int, bool]]:
+        root = self.root
+        ins = root.instrs[root.ip]
+        out = []
+        if ins.opname not in _NO_FALLTHROUGH:
+            out.append((root.ip + 1, False))
+        if ins.target is not None and ins.is_jump:
+            out.append((root.index_of[id(ins.target)], True))
+        return out
+
+    def discard_native(self, mask) -> None:
+        """Drop the top ``len(mask)`` native stack slots (NULL slots cannot be POP_TOPped)."""
+        cg = self.cg
+        for is_null in reversed(mask):
+            if is_null:
+                cg.emit("STORE_FAST", "___bg_discard")
+            else:
+                cg.emit("POP_TOP")
+
+    def _native_copy(self, ins, exn) -> list:
+        pos = ins.positions
+        if ins.opname == "CALL":
+            # PRECALL already ran symbolically; natively the pair (and any
+            # pending KW_NAMES) must run together.
+            out = []
+            if self.root.kw_names:
+                out.append(instr("KW_NAMES", tuple(self.root.kw_names), positions=pos, exn=exn))
+            out.append(instr("PRECALL", arg=ins.arg, positions=pos, exn=exn))
+            out.append(instr("CALL", arg=ins.arg, positions=pos, exn=exn))
+            return out
+        if ins.opname == "LOAD_METHOD":
+            # LOAD_METHOD leaves (NULL, bound) or (method, self) depending on the
+            # object; the continuation needs a known layout: NULL, attribute.
+            return [instr("LOAD_ATTR", ins.argval, positions=pos, exn=exn),
+                    instr("PUSH_NULL", positions=pos, exn=exn),
+                    instr("SWAP", arg=2, positions=pos, exn=exn)]
+        return [instr(ins.opname, ins.argval, arg=ins.arg, target=ins.target, positions=pos, exn=exn)]
+
+    @staticmethod
+    def _mask_after(ins, before, after: int, is_jump: bool) -> Tuple[bool, ...]:
+        pushes = _PUSHED.get(ins.opname, 1)
+        if ins.opname.startswith("POP_JUMP") or ins.opname.startswith("STORE_") or ins.opname.startswith("DELETE_"):
+            pushes = 0
+        elif ins.opname in ("JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"):
+            pushes = 1 if is_jump else 0
+        elif ins.opname == "FOR_ITER":
+            pushes = 0 if is_jump else 2
+        elif ins.opname == "UNPACK_SEQUENCE":
+            pushes = ins.arg
+        elif ins.opname == "UNPACK_EX":
+            pushes = (ins.arg & 0xFF) + (ins.arg >> 8) + 1
+        elif ins.opname == "LOAD_GLOBAL":
+            pushes = 2 if (ins.arg or 0) & 1 else 1
+        kept = after - pushes
+        mask = tuple(before[:kept]) + (False,) * pushes
+        if ins.opname == "LOAD_METHOD":
+            mask = tuple(before[:kept]) + (True, False)
+        elif ins.opname == "LOAD_GLOBAL" and (ins.arg or 0) & 1:
+            mask = tuple(before[:kept]) + (True, False)
+        return mask
+
+    def _emit_loop(self, states) -> None:
+        cg, root, lp = self.cg, self.root, self.plan.loop
+        (st,) = states
+        state_temp = cg.new_temp()
+        for name, v in st.locals:
+            cg.load_object(name)
+            self.load_local(name, v)
+        cg.emit("BUILD_MAP", arg=len(st.locals))
+        cg.emit("STORE_FAST", state_temp)
+        outer = st.stack
+        slot_temps = []
+        for v in outer:
+            if isinstance(v, NullValue):
+                slot_temps.append(None)
+                cg.emit("PUSH_NULL")
+            else:
+                t = cg.new_temp()
+                cg.reconstruct(v)
+                cg.emit("COPY", arg=1)
+                cg.emit("STORE_FAST", t)
+                slot_temps.append(t)
+        body = loop_body_code(root.code, lp, st.null_mask)
+        exits = origin_of(body).loop_exits
+        status, payload, item = cg.new_temp(), cg.new_temp(), cg.new_temp()
+        head = instr("NOP", positions=cg.positions)
+        exhausted = instr("NOP", positions=cg.positions)
+        cg.instrs.append(head)
+        if lp.is_for:
+            cg.emit("FOR_ITER", target=exhausted)
+            cg.emit("STORE_FAST", item)
+
+        def args():
+            n = 0
+            slots = slot_temps[:-1] if lp.is_for else slot_temps
+            for t in slots:
+                if t is not None:
+                    cg.emit("LOAD_FAST", t)
+                    n += 1
+            if lp.is_for:
+                cg.emit("LOAD_FAST", item)
+                n += 1
+            cg.emit("LOAD_FAST", state_temp)
+            return n + 1
+        self.call_generated(root, body, args)
+        cg.emit("UNPACK_SEQUENCE", arg=3)
+        cg.emit("STORE_FAST", status)
+        cg.emit("STORE_FAST", payload)
+        cg.emit("STORE_FAST", state_temp)
+        cg.emit("LOAD_FAST", status)
+        cg.emit("LOAD_CONST", 0)
+        cg.emit("COMPARE_OP", "==")
+        cg.emit("POP_JUMP_IF_TRUE", target=head)
+        cg.emit("LOAD_FAST", status)
+        cg.emit("LOAD_CONST", 2)
+        cg.emit("COMPARE_OP", "==")
+        leave = instr("NOP", positions=cg.positions)
+        cg.emit("POP_JUMP_IF_FALSE", target=leave)
+        self.discard_native(st.null_mask)
+        cg.emit("LOAD_FAST", payload)
+        cg.emit("RETURN_VALUE")
+        cg.instrs.append(leave)
+        depths = _depths(root.code)
+        for j, target in enumerate(exits):
+            nxt = instr("NOP", positions=cg.positions)
+            if j < len(exits) - 1:
+                cg.emit("LOAD_FAST", payload)
+                cg.emit("LOAD_CONST", j)
+                cg.emit("COMPARE_OP", "==")
+                cg.emit("POP_JUMP_IF_FALSE", target=nxt)
+            self._leave_loop_to(target, len(outer), depths[target], st.null_mask, state_temp)
+            cg.instrs.append(nxt)
+        if not exits:
+            cg.emit("LOAD_CONST", None)
+            cg.emit("RETURN_VALUE")
+        cg.instrs.append(exhausted)
+        if lp.is_for:
+            end = root.index_of[id(root.instrs[lp.head].target)]
+            self._leave_loop_to(end, len(outer) - 1, depths[end], st.null_mask, state_temp)
+
+    def _leave_loop_to(self, target: int, depth_now: int, depth_there: int, null_mask, state_temp) -> None:
+        cg = self.cg
+        self.discard_native(tuple(null_mask[depth_there:depth_now]))
+        mask = tuple(null_mask[:depth_there])
+        temps = self.save_native_stack(mask)
+        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp)
+        cg.emit("RETURN_VALUE")
+
+    def _emit_chain(self, states) -> None:
+        cg = self.cg
+        result_temp = None
+        for st in reversed(states):
+            frame = st.frame
+            stack = list(st.stack)
+            mask = st.null_mask + ((False,) if result_temp is not None else ())
+            stack_temps = []
+            for v in stack:
+                if isinstance(v, NullValue):
+                    stack_temps.append(None)
+                else:
+                    t = cg.new_temp()
+                    cg.reconstruct(v)
+                    cg.emit("STORE_FAST", t)
+                    stack_temps.append(t)
+            if result_temp is not None:
+                stack_temps.append(result_temp)
+            self.call_resume(frame, st.index, mask, stack_temps, st.locals)
+            if frame is self.root:
+                cg.emit("RETURN_VALUE")
+            else:
+                result_temp = cg.new_temp()
+                cg.emit("STORE_FAST", result_temp)
+
+
+_NO_FALLTHROUGH = ("JUMP", "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
+
+_PUSHED = {"CALL": 1, "CALL_FUNCTION_EX": 1, "LOAD_METHOD": 2, "POP_TOP": 0, "RERAISE": 0,
+           "RAISE_VARARGS": 0, "RETURN_VALUE": 0, "PRINT_EXPR": 0, "SETUP_ANNOTATIONS": 0,
+           "IMPORT_STAR": 0, "BEFORE_WITH": 2, "NOP": 0, "PRECALL": 0, "KW_NAMES": 0}
+
+
+def _native_effect(ins, is_jump: bool) -> int:
+    if ins.opname == "CALL":
+        return -(ins.arg + 1)  # with its PRECALL: pops callable/NULL and args, pushes the result
+    return stack_effect(ins, is_jump)
+
+
+def _exn_like(entry, handler):
+    from .bytecode import ExnEntry
+    return ExnEntry(handler, entry.depth, entry.lasti)
+
+
+def _depths(code):
+    from .bytecode import stack_depths
+    return stack_depths(decode(code))

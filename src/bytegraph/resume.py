@@ -1,0 +1,325 @@
+"""Code that continues a frame after a graph break.
+
+Two kinds of generated code objects, both built from a *base* code object
+(the user's code, or an outlined loop body) and cached:
+
+* a **resume function** (:func:`resume_code`) is the base code with a short
+  prologue: take the live stack values and locals as arguments, push the
+  stack (``PUSH_NULL`` for NULL slots), jump to the resume instruction.
+  Because 3.11's exception table is static, ``try`` regions stay valid in the
+  copy.  Every cell of the base frame arrives through the closure (C9):
+  ``co_freevars`` lists them all and ``co_cellvars`` is empty.
+* an **outlined loop body** (:func:`loop_body_code`) runs one iteration of a
+  loop and returns ``(status, payload, locals())``: status 0 continue,
+  1 leave the loop to exit ``payload``, 2 return ``payload``.  The loop itself
+  stays native in the caller, so a break inside the body never makes
+  iterations nest (DESIGN.md §8).
+
+Both receive locals either as named arguments (resume functions made by a
+traced break, where the bound locals are known) or as one ``state`` dict
+(around outlined loops, where later iterations may bind more names).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import inspect
+import types
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .bytecode import assemble, copy_instrs, decode, find_loops, instr, stack_depths
+
+_PROLOGUE_OPS = ("MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP")
+
+
+class _Unbound:
+    """Marks a local with no value in a state dict."""
+
+    __repr__ = lambda self: "<unbound>"  # noqa: E731
+
+
+UNBOUND = _Unbound()
+
+STATE_ARG = "___bg_state"
+ITEM_ARG = "___bg_item"
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """Where a generated code object's instructions come from."""
+
+    base: types.CodeType   # the base code (never itself a resume function)
+    offset: int            # index in the generated code of base instruction 0
+    kind: str              # "resume" or "loop_body"
+    loop_exits: Tuple[int, ...] = ()   # loop bodies: base index of each exit
+    #: ``(start, end)`` of the prologue block that unpacks the state dict
+    state_block: Optional[Tuple[int, int]] = None
+
+
+_ORIGINS: Dict[types.CodeType, Origin] = {}
+_CACHE: Dict[tuple, types.CodeType] = {}
+
+
+def base_position(code: types.CodeType, index: int) -> Tuple[types.CodeType, int]:
+    """Map an instruction index of ``code`` to ``(base code, index in base)``."""
+    origin = _ORIGINS.get(code)
+    if origin is not None and origin.kind == "resume":
+        return origin.base, index - origin.offset
+    return code, index
+
+
+def origin_of(code: types.CodeType) -> Optional[Origin]:
+    return _ORIGINS.get(code)
+
+
+def cell_names(code: types.CodeType) -> Tuple[str, ...]:
+    """Every cell of ``code``'s frame, in the order generated code receives them."""
+    out = list(code.co_cellvars)
+    out += [n for n in code.co_freevars if n not in out]
+    return tuple(out)
+
+
+def plain_locals(code: types.CodeType) -> List[str]:
+    cells = set(cell_names(code))
+    return [n for n in code.co_varnames if n not in cells]
+
+
+class _Builder:
+    """Shared mechanics: copy the base, add a prologue, assemble."""
+
+    def __init__(self, base: types.CodeType):
+        self.base = base
+        self.body = copy_instrs(decode(base))
+        for ins in self.body:
+            if ins.opname in ("MAKE_CELL", "COPY_FREE_VARS", "RESUME"):
+                ins.opname, ins.argval, ins.arg = "NOP", None, None
+            else:
+                break
+        first = next((i.positions for i in self.body if i.positions and i.positions.lineno), None)
+        self.positions = first
+        self.prologue: list = []
+        self.epilogue: list = []
+        self.params: List[str] = []
+        self.state_start = self.state_end = None
+
+    def emit(self, opname, argval=None, *, arg=None, target=None, into=None):
+        ins = instr(opname, argval, arg=arg, target=target, positions=self.positions)
+        (self.prologue if into is None else into).append(ins)
+        return ins
+
+    def start(self) -> None:
+        n_cells = len(cell_names(self.base))
+        if n_cells:
+            self.emit("COPY_FREE_VARS", arg=n_cells)
+        self.emit("RESUME", arg=0)
+
+    def unpack_state(self) -> None:
+        """Prologue: bind each plain local from the state dict (unbound if absent).
+
+        The tracer skips this block and reads the dict's entries lazily (see
+        ``Trace._enter_with_state``); it runs as written only natively."""
+        self.state_start = len(self.prologue)
+        for name in plain_locals(self.base):
+            self.emit("LOAD_FAST", STATE_ARG)
+            self.emit("LOAD_METHOD", "get")
+            self.emit("LOAD_CONST", name)
+            self.emit("LOAD_CONST", UNBOUND)
+            self.emit("PRECALL", arg=2)
+            self.emit("CALL", arg=2)
+            self.emit("STORE_FAST", name)
+            self.emit("LOAD_FAST", name)
+            self.emit("LOAD_CONST", UNBOUND)
+            self.emit("IS_OP", arg=0)
+            skip = instr("NOP", positions=self.positions)
+            self.emit("POP_JUMP_IF_FALSE", target=skip)
+            self.emit("DELETE_FAST", name)
+            self.prologue.append(skip)
+        self.emit("DELETE_FAST", STATE_ARG)
+        self.state_end = len(self.prologue)
+
+    def push_stack(self, null_mask: Sequence[bool], names: Sequence[Optional[str]]) -> None:
+        for is_null, name in zip(null_mask, names):
+            if is_null:
+                self.emit("PUSH_NULL")
+            elif name is None:
+                self.emit("LOAD_CONST", None)
+            else:
+                self.emit("LOAD_FAST", name)
+                self.emit("DELETE_FAST", name)
+
+    def assemble(self, name: str, origin_kind: str, loop_exits=()) -> types.CodeType:
+        base = self.base
+        cells = cell_names(base)
+        varnames = list(self.params) + [n for n in base.co_varnames if n not in cells and n not in self.params]
+        flags = base.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        if cells:
+            flags |= inspect.CO_NESTED
+        code = assemble(self.prologue + self.body + self.epilogue, base,
+                        co_varnames=tuple(varnames), co_cellvars=(), co_freevars=cells,
+                        co_argcount=len(self.params), co_posonlyargcount=0, co_kwonlyargcount=0,
+                        co_flags=flags, co_name=name, co_qualname=f"{base.co_qualname}.<{name}>")
+        block = (self.state_start, self.state_end) if self.state_start is not None else None
+        _ORIGINS[code] = Origin(base, len(self.prologue), origin_kind, tuple(loop_exits), block)
+        return code
+
+
+def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
+                local_names: Optional[Tuple[str, ...]]) -> types.CodeType:
+    """Resume ``code`` at instruction ``index`` with a stack of ``len(null_mask)`` slots.
+
+    ``local_names`` are the locals passed as arguments after the stack values;
+    ``None`` means one state dict instead.
+
+    Example (the arguments of the function this returns)::
+
+        resume_code(f.__code__, 12, (False,), ("x", "y"))  # (___bg_s0, x, y)
+    """
+    base, base_index = base_position(code, index)
+    key = ("resume", base, base_index, null_mask, local_names)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    b = _Builder(base)
+    stack_names = [None if is_null else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
+    b.params = [n for n in stack_names if n is not None]
+    b.start()
+    if local_names is None:
+        b.params.append(STATE_ARG)
+        b.unpack_state()
+    else:
+        b.params.extend(local_names)
+    b.push_stack(null_mask, stack_names)
+    b.emit("JUMP", target=b.body[base_index])
+    out = b.assemble(f"resume_at_{base_index}", "resume")
+    _CACHE[key] = out
+    return out
+
+
+# --------------------------------------------------------------------------
+# loops
+
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    head: int          # loop head (FOR_ITER for ``for`` loops)
+    end: int           # last instruction of the loop (a back-edge)
+    is_for: bool
+
+
+def loops_of(code: types.CodeType) -> List[Loop]:
+    """The loops of ``code`` (back-edges to one head merged), outermost first."""
+    instrs = decode(code)
+    by_head: Dict[int, int] = {}
+    for head, end in find_loops(instrs):
+        by_head[head] = max(end, by_head.get(head, end))
+    loops = [Loop(h, e, instrs[h].opname == "FOR_ITER") for h, e in by_head.items()]
+    return sorted(loops, key=lambda lp: (lp.head, -lp.end))
+
+
+def outermost_loop(code: types.CodeType, index: int, visited_heads) -> Optional[Loop]:
+    """The outermost outlinable loop of ``code`` containing ``index`` whose head this frame reached."""
+    for lp in loops_of(code):
+        if lp.head <= index <= lp.end and lp.head in visited_heads and _outlinable(code, lp):
+            return lp
+    return None
+
+
+def _outlinable(code: types.CodeType, lp: Loop) -> bool:
+    instrs = decode(code)
+    index = {id(i): k for k, i in enumerate(instrs)}
+    for k in range(lp.head, lp.end + 1):
+        ins = instrs[k]
+        if ins.opname in ("YIELD_VALUE", "RETURN_GENERATOR", "SEND"):
+            return False
+        if ins.exn is not None and not (lp.head <= index[id(ins.exn.target)] <= lp.end):
+            return False  # a try/with around the loop: its handler lives outside the body
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        return False
+    return True
+
+
+def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) -> types.CodeType:
+    """One iteration of loop ``lp`` of ``code`` as a function.
+
+    Arguments: the stack slots below the loop (``null_mask``; for ``for``
+    loops the iterator slot is passed as None and never touched), the
+    iteration's item (``for`` loops), and the state dict.  Returns
+    ``(status, payload, locals())``.  ``Origin.loop_exits`` lists the base
+    index of each exit, the payload of status 1.
+    """
+    key = ("loop", code, lp, null_mask)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    b = _Builder(code)
+    instrs = b.body
+    depths = stack_depths(decode(code))
+    index = {id(i): k for k, i in enumerate(instrs)}
+    first = lp.head + 1 if lp.is_for else lp.head
+    stack_names = [None if is_null else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
+    b.params = [n for n in stack_names if n is not None]
+    if lp.is_for:
+        stack_names[-1] = None  # the iterator: the loop header stays in the caller
+        b.params = [n for n in stack_names if n is not None] + [ITEM_ARG]
+    b.params.append(STATE_ARG)
+    b.start()
+    b.unpack_state()
+    b.push_stack(null_mask, stack_names)
+    if lp.is_for:
+        b.emit("LOAD_FAST", ITEM_ARG)
+        b.emit("DELETE_FAST", ITEM_ARG)
+    b.emit("JUMP", target=instrs[first])
+
+    exits: List[int] = []
+    blocks: Dict[object, object] = {}
+
+    def leave(status: int, payload_index: Optional[int], depth: int):
+        """A block that empties the stack and returns ``(status, payload, locals())``."""
+        key2 = (status, payload_index)
+        if key2 in blocks:
+            return blocks[key2]
+        start = b.emit("NOP", into=b.epilogue)
+        for _ in range(depth):
+            b.emit("POP_TOP", into=b.epilogue)
+        b.emit("LOAD_CONST", status, into=b.epilogue)
+        b.emit("LOAD_CONST", payload_index, into=b.epilogue)
+        b.emit("PUSH_NULL", into=b.epilogue)
+        b.emit("LOAD_CONST", builtins.locals, into=b.epilogue)
+        b.emit("PRECALL", arg=0, into=b.epilogue)
+        b.emit("CALL", arg=0, into=b.epilogue)
+        b.emit("BUILD_TUPLE", arg=3, into=b.epilogue)
+        b.emit("RETURN_VALUE", into=b.epilogue)
+        blocks[key2] = start
+        return start
+
+    def exit_to(target_index: int):
+        if target_index not in exits:
+            exits.append(target_index)
+        return leave(1, exits.index(target_index), depths[target_index])
+
+    for k in range(first, lp.end + 1):
+        ins = instrs[k]
+        if ins.target is not None and ins.is_jump:
+            t = index[id(ins.target)]
+            if t == lp.head:
+                ins.target = leave(0, None, depths[lp.head])
+            elif not (first <= t <= lp.end):
+                ins.target = exit_to(t)
+        elif ins.opname == "RETURN_VALUE":
+            ret = b.emit("STORE_FAST", "___bg_ret", into=b.epilogue)
+            for _ in range(depths[k] - 1):
+                b.emit("POP_TOP", into=b.epilogue)
+            b.emit("LOAD_CONST", 2, into=b.epilogue)
+            b.emit("LOAD_FAST", "___bg_ret", into=b.epilogue)
+            b.emit("LOAD_CONST", None, into=b.epilogue)
+            b.emit("BUILD_TUPLE", arg=3, into=b.epilogue)
+            b.emit("RETURN_VALUE", into=b.epilogue)
+            ins.opname, ins.argval, ins.arg, ins.target = "JUMP", None, None, ret
+    last = instrs[lp.end]
+    if last.opname != "JUMP":  # a conditional back-edge falls through out of the loop
+        fall = b.emit("JUMP", target=exit_to(lp.end + 1), into=[])
+        b.body.insert(lp.end + 1, fall)
+    out = b.assemble(f"loop_body_at_{lp.head}", "loop_body", exits)
+    _CACHE[key] = out
+    return out

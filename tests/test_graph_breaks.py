@@ -1,0 +1,304 @@
+"""Graph breaks and resume functions (issue 4).
+
+Every break kind is placed in every context (top level, ``for`` loop,
+``while`` loop, an inlined call two levels deep, ``with torch.no_grad()``,
+``try``/``finally``).  Each case compares results and observable effects
+(stdout, log records, list contents) with eager Python, checks that the
+frame was split rather than run eagerly, and that a second identical call
+reuses the compiled pieces.
+"""
+
+import contextlib
+import dis
+import io
+import logging
+import textwrap
+import zlib
+
+import pytest
+import torch
+
+import bytegraph
+from conftest import CountingBackend
+
+LOG = logging.getLogger("bytegraph.tests.user")
+
+BREAKS = {
+    "print": 'print("value", x.shape)',
+    "logging": 'LOG.warning("step %s", 1)',
+    "c_function": "x = x + zlib.crc32(b'ab') % 7",
+    "data_branch": "if x.sum() > 0:\n    x = x + 1\nelse:\n    x = x - 1",
+    "item": "if x.abs().max().item() > 1e9:\n    x = x * 0",
+    "explicit": "bytegraph.graph_break()",
+}
+
+CONTEXTS = {
+    "top": """
+        def f(x):
+            x = x * 2
+            {B}
+            x = x + 1
+            return x
+    """,
+    "for_loop": """
+        def f(x):
+            for i in range(3):
+                x = x * 2
+                {B}
+                x = x + i
+            return x
+    """,
+    "while_loop": """
+        def f(x):
+            i = 0
+            while i < 3:
+                x = x * 2
+                {B}
+                x = x + i
+                i += 1
+            return x
+    """,
+    "inlined_two_deep": """
+        def h(x):
+            x = x * 2
+            {B}
+            return x + 1
+
+        def g(x):
+            return h(x) * 3
+
+        def f(x):
+            return g(x + 1) - 1
+    """,
+    "no_grad": """
+        def f(x):
+            with torch.no_grad():
+                x = x * 3
+                {B}
+                x = x + 1
+            return x, torch.is_grad_enabled()
+    """,
+    "try_finally": """
+        def f(x):
+            out = []
+            try:
+                x = x * 2
+                {B}
+                x = x + 1
+            finally:
+                out.append(x.sum())
+            return x, out
+    """,
+}
+
+
+def build(context: str, brk: str):
+    template = textwrap.dedent(CONTEXTS[context])
+    lines = []
+    for line in template.splitlines():
+        if line.strip() == "{B}":
+            indent = line[: len(line) - len(line.lstrip())]
+            lines.extend(indent + part for part in BREAKS[brk].splitlines())
+        else:
+            lines.append(line)
+    namespace = {"torch": torch, "bytegraph": bytegraph, "LOG": LOG, "zlib": zlib}
+    exec(compile("\n".join(lines) + "\n", f"<{context}:{brk}>", "exec"), namespace)
+    return namespace["f"]
+
+
+class Recorder(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def observe(fn, x):
+    rec = Recorder()
+    LOG.addHandler(rec)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            result = fn(x)
+    finally:
+        LOG.removeHandler(rec)
+    return result, out.getvalue(), rec.messages
+
+
+def assert_same(a, b):
+    if isinstance(a, torch.Tensor):
+        torch.testing.assert_close(a, b)
+        assert a.requires_grad == b.requires_grad
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for p, q in zip(a, b):
+            assert_same(p, q)
+    else:
+        assert a == b
+
+
+@pytest.mark.parametrize("context", list(CONTEXTS))
+@pytest.mark.parametrize("brk", list(BREAKS))
+def test_break_kind_in_context(brk, context):
+    eager_fn = build(context, brk)
+    be = CountingBackend()
+    compiled = bytegraph.compile(build(context, brk), backend=be)
+    requires_grad = context == "no_grad"
+    x = torch.randn(4, requires_grad=requires_grad)
+    expected = observe(eager_fn, x)
+    got = observe(compiled, x)
+    assert_same(expected[0], got[0])
+    assert expected[1:] == got[1:]  # stdout and log records, exactly once each
+    stats = bytegraph.stats()
+    assert stats.eager_fallbacks == 0
+    assert stats.graph_breaks >= 1
+    assert be.count >= 2, "tensor work on both sides of the break must be compiled"
+    graphs = be.count
+    again = observe(compiled, x)
+    assert_same(expected[0], again[0])
+    assert be.count == graphs, "a second identical call must not retrace"
+
+
+def test_loop_of_ten_iterations_compiles_body_once():
+    def f(x, weights):
+        for w in weights:
+            x = torch.tanh(x @ w)
+            print("layer done")
+            x = x * 2
+        return x
+
+    weights = [torch.randn(4, 4) for _ in range(10)]
+    x = torch.randn(2, 4)
+    be = CountingBackend()
+    cf = bytegraph.compile(f, backend=be)
+    out_c = io.StringIO()
+    with contextlib.redirect_stdout(out_c):
+        got = cf(x, weights)
+    out_e = io.StringIO()
+    with contextlib.redirect_stdout(out_e):
+        expected = f(x, weights)
+    torch.testing.assert_close(got, expected)
+    assert out_c.getvalue() == out_e.getvalue() == "layer done\n" * 10
+    # one graph for the body before the print and one after it, reused by all ten iterations
+    assert be.count == 2
+    assert bytegraph.stats().eager_fallbacks == 0
+    cf(x, weights)
+    assert be.count == 2
+
+
+def test_loop_with_break_continue_and_return_inside_outlined_body():
+    def f(x, ws):
+        total = 0
+        for k, w in enumerate(ws):
+            if k == 1:
+                continue
+            x = x + w
+            print(k)
+            total += 1
+            if k == 3:
+                break
+        else:
+            return x, -1
+        return x * total, total
+
+    ws = [torch.ones(2) * i for i in range(6)]
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    with contextlib.redirect_stdout(io.StringIO()):
+        got, expected = cf(torch.zeros(2), ws), f(torch.zeros(2), ws)
+    assert_same(expected, got)
+
+
+def test_cell_written_before_break_is_read_after_it():
+    def f(x):
+        count = 0
+
+        def bump():
+            nonlocal count
+            count += 10
+
+        bump()
+        print("between")
+        return x + count, count
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    with contextlib.redirect_stdout(io.StringIO()):
+        out, count = cf(torch.zeros(1))
+    assert count == 10
+    torch.testing.assert_close(out, torch.full((1,), 10.0))
+    ops = [(i.opname, i.argval) for i in dis.get_instructions(cf._entries[0].fn)]
+    assert ("LOAD_CLOSURE", "count") in ops
+    assert ("STORE_DEREF", "count") in ops
+    i = ops.index(("LOAD_CLOSURE", "count"))
+    assert ops[i + 1][0] == "BUILD_TUPLE" and ops[i + 3][0] == "MAKE_FUNCTION"
+
+
+def test_side_effects_before_break_are_visible_and_happen_once():
+    STATE = {"g": 0}
+
+    class Obj:
+        pass
+
+    def f(x, lst, obj):
+        lst.append(x.sum().item() * 0 + 1)  # .item() itself is a break: do effects around it
+        lst.append(2)
+        STATE["g"] += 1
+        obj.flag = True
+        print(lst, STATE["g"], obj.flag)
+        return x + 1
+
+    for fn in (f, bytegraph.compile(f, backend=CountingBackend())):
+        lst, obj = [], Obj()
+        STATE["g"] = 0
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            fn(torch.zeros(1), lst, obj)
+        assert buf.getvalue() == "[1.0, 2] 1 True\n"
+        assert lst == [1.0, 2] and STATE["g"] == 1 and obj.flag is True
+
+
+def test_explain_lists_every_break_and_fullgraph_raises_on_first():
+    def f(x):
+        x = x + 1
+        print("a")
+        x = x * 2
+        bytegraph.graph_break()
+        return x - 1
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = bytegraph.explain(f)(torch.ones(1))
+    kinds = [r.kind for r in report.break_reasons]
+    assert kinds == ["print", "explicit_graph_break"]
+    first_line = f.__code__.co_firstlineno
+    assert [r.location.lineno for r in report.break_reasons] == [first_line + 2, first_line + 4]
+    assert all(r.location.filename == __file__ and r.hint for r in report.break_reasons)
+    assert report.graph_count == 3
+    with pytest.raises(bytegraph.GraphBreakError, match="print"):
+        bytegraph.compile(f, backend="eager", fullgraph=True)(torch.ones(1))
+
+
+def test_break_inside_user_function_compiles_its_frame():
+    def helper(x):
+        print("at once")
+        return x.cos() + 1
+
+    def f(x):
+        return helper(x.sin()) * 2
+
+    be = CountingBackend()
+    cf = bytegraph.compile(f, backend=be)
+    with contextlib.redirect_stdout(io.StringIO()):
+        torch.testing.assert_close(cf(torch.ones(3)), f(torch.ones(3)))
+    ops = [n.target for g in be.graphs for n in g.graph.nodes if n.op == "call_method"]
+    assert "cos" in ops and "sin" in ops  # the callee's tensor work is compiled too
+
+
+def test_generator_root_runs_eagerly_with_reason():
+    def gen(x):
+        yield x + 1
+        yield x + 2
+
+    report = bytegraph.explain(gen)(torch.zeros(1))
+    assert [r.kind for r in report.break_reasons] == ["generator"]
+    assert [t.item() for t in bytegraph.compile(gen, backend="eager")(torch.zeros(1))] == [1.0, 2.0]
