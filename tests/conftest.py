@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import bytegraph
-from bytegraph import config
+from bytegraph import config, diagnostics
 from bytegraph.backends import lookup_backend
 
 
@@ -137,12 +137,13 @@ def _identity_pattern(obj) -> List[int]:
     return pattern
 
 
-def assert_same(fn: Callable, *args, graphs: Optional[int] = 1, calls: int = 2, backend: str = "eager",
-                kwargs: Optional[dict] = None, check_identity: bool = True):
+def assert_same(fn: Callable, *args, graphs: Optional[int] = 1, breaks: Optional[int] = 0, calls: int = 2,
+                backend: str = "eager", kwargs: Optional[dict] = None, check_identity: bool = True):
     """Run ``fn`` eagerly and compiled on independent equal copies of ``args``
     (call 1: clones; later calls: fresh random tensors of the same metadata),
     and compare results, inputs afterwards and object sharing.  Then assert the
-    backend saw exactly ``graphs`` graphs and nothing fell back to eager.
+    backend saw exactly ``graphs`` graphs, there were ``breaks`` graph breaks,
+    and (if a graph is expected) nothing fell back to eager.  ``None`` skips a count.
 
     Returns ``(compiled_result, counting_backend)`` of the last call.
     """
@@ -150,6 +151,29 @@ def assert_same(fn: Callable, *args, graphs: Optional[int] = 1, calls: int = 2, 
     be = CountingBackend(backend)
     compiled = bytegraph.compile(fn, backend=be)
     gen = torch.Generator().manual_seed(1234)
+    fallbacks: List[str] = []
+
+    def listener(event, payload):
+        if event in ("fallback", "break"):
+            fallbacks.append(str(payload))
+
+    diagnostics.add_listener(listener)
+    try:
+        actual = _run_calls(fn, compiled, args, kwargs, calls, gen, check_identity)
+    finally:
+        diagnostics.remove_listener(listener)
+    stats = bytegraph.stats()
+    why = f"breaks/fallbacks: {fallbacks}; {stats}"
+    if graphs is not None:
+        assert be.count == graphs, f"expected {graphs} graph(s), backend saw {be.count}; {why}"
+        if graphs:
+            assert stats.eager_fallbacks == 0, f"a frame fell back to eager; {why}"
+    if breaks is not None:
+        assert stats.graph_breaks == breaks, f"expected {breaks} graph break(s); {why}"
+    return actual, be
+
+
+def _run_calls(fn, compiled, args, kwargs, calls, gen, check_identity):
     actual = None
     for call in range(calls):
         source = (args, kwargs) if call == 0 else copy_tree((args, kwargs), fresh=gen)
@@ -162,11 +186,7 @@ def assert_same(fn: Callable, *args, graphs: Optional[int] = 1, calls: int = 2, 
         if check_identity:
             assert _identity_pattern((comp_in, actual)) == _identity_pattern((eager_in, expected)), \
                 f"call {call}: object identity differs between compiled and eager"
-    if graphs is not None:
-        assert be.count == graphs, f"expected {graphs} graph(s), backend saw {be.count}"
-        if graphs:
-            assert bytegraph.stats().eager_fallbacks == 0, "a frame fell back to eager"
-    return actual, be
+    return actual
 
 
 def compile_counting(fn: Callable, backend: str = "eager", **kw):

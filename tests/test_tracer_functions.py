@@ -1,0 +1,316 @@
+"""Differential tests: inlined user functions (defaults, keyword-only, *args,
+**kwargs, unpacking calls, nesting, recursion, lambdas, other modules)."""
+
+import functools
+
+import pytest
+import torch
+
+import tracer_helpers
+from conftest import assert_same
+from tracer_helpers import apply_twice, depth_sum, scaled
+
+
+def t(*shape):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(sum(shape) + 3))
+
+
+def helper_defaults(x, a=1, b=2.0, c=None):
+    out = x * a + b
+    if c is not None:
+        out = out + c
+    return out
+
+
+def helper_kwonly(x, *, scale, shift=0.5):
+    return x * scale + shift
+
+
+def helper_varargs(*xs):
+    return sum(xs[1:], xs[0]), len(xs)
+
+
+def helper_kwargs(x, **opts):
+    for name in sorted(opts):
+        x = x + opts[name]
+    return x, sorted(opts)
+
+
+def helper_everything(a, b=2, *rest, k, m=3, **extra):
+    return a * b + sum(rest) + k * m + len(extra), rest, extra
+
+
+def helper_posonly(a, b, /, c):
+    return a - b + c
+
+
+def inner(x):
+    return x.sin()
+
+
+def middle(x):
+    return inner(x) + inner(x * 2)
+
+
+def outer(x):
+    return middle(x) * middle(-x)
+
+
+def factorial_like(x, n):
+    return x if n <= 1 else n * factorial_like(x, n - 1)
+
+
+def returns_tuple(x):
+    return x + 1, x - 1
+
+
+def test_defaults_positional_and_keyword():
+    def f(x, y):
+        return helper_defaults(x), helper_defaults(x, 3), helper_defaults(x, b=1.5, c=y)
+
+    assert_same(f, t(3), t(4)[:3])
+
+
+def test_keyword_only_arguments():
+    def f(x):
+        return helper_kwonly(x, scale=2), helper_kwonly(x, shift=-1, scale=3)
+
+    assert_same(f, t(3))
+
+
+def test_varargs():
+    def f(x, y):
+        return helper_varargs(x, y, x * y), helper_varargs(y)
+
+    assert_same(f, t(3), t(4)[:3])
+
+
+def test_var_kwargs():
+    def f(x):
+        return helper_kwargs(x, b=2, a=1), helper_kwargs(x)
+
+    assert_same(f, t(3))
+
+
+def test_all_parameter_kinds():
+    def f(x):
+        return helper_everything(x, 3, 4, 5, k=x, z=1, w=2)
+
+    assert_same(f, t(2))
+
+
+def test_positional_only():
+    def f(x, y):
+        return helper_posonly(x, y, c=2)
+
+    assert_same(f, t(2), t(3)[:2])
+
+
+def test_call_with_star_unpacking():
+    def f(x, y):
+        args = (x, y)
+        more = [x * 2]
+        return helper_varargs(*args, *more), helper_posonly(*args, 1)
+
+    assert_same(f, t(3), t(4)[:3])
+
+
+def test_call_with_double_star_unpacking():
+    def f(x):
+        opts = {"b": 0.5, "c": x}
+        return helper_defaults(x, **opts), helper_kwonly(x, **{"scale": 4}), helper_kwargs(x, **opts, z=1)
+
+    assert_same(f, t(3))
+
+
+def test_call_with_mixed_star_and_double_star():
+    def f(x):
+        pos = [x, 2]
+        kw = {"k": 1}
+        return helper_everything(*pos, 7, **kw, m=2)
+
+    assert_same(f, t(2))
+
+
+def test_nested_calls():
+    assert_same(outer, t(4))
+
+
+def test_recursion_with_constant_depth():
+    def f(x):
+        return factorial_like(x, 4), depth_sum(x, 3)
+
+    assert_same(f, t(3))
+
+
+def test_function_returning_tuple_unpacked():
+    def f(x):
+        a, b = returns_tuple(x)
+        return a * b
+
+    assert_same(f, t(3))
+
+
+def test_lambda_defined_and_called():
+    def f(x):
+        sq = lambda v, p=2: v ** p  # noqa: E731
+        return sq(x) + sq(x, p=3)
+
+    assert_same(f, t(3))
+
+
+def test_lambda_as_argument_and_sort_key():
+    def f(x):
+        items = [(2, "b"), (1, "a"), (3, "c")]
+        items = sorted(items, key=lambda kv: kv[0])
+        return apply_twice(lambda v: v * 2 + 1, x), [v for _, v in items]
+
+    assert_same(f, t(3))
+
+
+def test_nested_def_reads_enclosing_variables():
+    def f(x, scale):
+        bias = x.mean()
+
+        def g(v):
+            return v * scale + bias
+        return g(x), g(x * 2)
+
+    assert_same(f, t(3), 1.5)
+
+
+def test_function_from_other_module():
+    def f(x):
+        return scaled(x), scaled(x, factor=3), tracer_helpers.scaled(x, 1)
+
+    assert_same(f, t(2))
+
+
+def test_other_module_global_tensor_is_input():
+    def f(x):
+        return tracer_helpers.with_global_tensor(x)
+
+    assert_same(f, t(2))
+
+
+def test_other_module_closure_factory():
+    def f(x):
+        add3 = tracer_helpers.make_adder(3)
+        return add3(x), tracer_helpers.make_adder(x)(x)
+
+    assert_same(f, t(2))
+
+
+def test_functools_partial():
+    def f(x):
+        p = functools.partial(helper_defaults, b=0.0)
+        return p(x, 2), p(x)
+
+    assert_same(f, t(3))
+
+
+def test_global_lambda():
+    def f(x):
+        return GLOBAL_LAMBDA(x), GLOBAL_LAMBDA.__name__
+
+    assert_same(f, t(3))
+
+
+@pytest.mark.xfail(reason="builder.wrap_callable_or_object has no case for a pre-existing "
+                          "functools.partial object: it is an unsupported builtin call", strict=True)
+def test_pre_existing_partial_global():
+    def f(x):
+        return GLOBAL_PARTIAL(x)
+
+    assert_same(f, t(3))
+
+
+GLOBAL_PARTIAL = functools.partial(helper_kwonly, scale=5)
+GLOBAL_LAMBDA = lambda v: v.relu() * 2  # noqa: E731
+
+
+def test_function_objects_in_containers():
+    def f(x):
+        acts = {"relu": torch.relu, "tanh": torch.tanh, "mine": inner}
+        return [fn(x) for fn in acts.values()], [act(x) for act in (torch.sigmoid, lambda v: v * 0)]
+
+    assert_same(f, t(3))
+
+
+def test_function_passed_as_argument():
+    def f(x, fn):
+        return fn(x) + fn(x + 1)
+
+    assert_same(f, t(3), inner)
+
+
+def test_function_attributes():
+    def f(x):
+        return x + 1, inner.__name__, helper_defaults.__qualname__
+
+    assert_same(f, t(2))
+
+
+def test_wrong_call_raises_type_error_like_python():
+    def f(x):
+        try:
+            helper_kwonly(x, 2)
+        except TypeError:
+            return x + 1
+        return x - 1
+
+    assert_same(f, t(2))
+
+
+def test_recursive_nested_function():
+    def f(x):
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+        return x * fact(4)
+
+    assert_same(f, t(2))
+
+
+def test_default_argument_tensor_is_an_input():
+    default = torch.ones(2)
+
+    def g(x, b=default):
+        return x + b
+
+    def f(x):
+        return g(x)
+
+    assert_same(f, t(2))
+
+
+def test_root_keyword_and_varkw_arguments():
+    def f(x, *, scale=2, **kw):
+        return x * scale + len(kw), sorted(kw)
+
+    assert_same(f, t(2), kwargs={"scale": 3, "z": 1})
+
+
+def test_root_varargs():
+    def f(*xs):
+        return sum(xs), len(xs)
+
+    assert_same(f, t(2), t(3)[:2], t(4)[:2])
+
+
+def test_root_defaults_used():
+    def f(x, y=None, n=3):
+        return x * n if y is None else x + y
+
+    assert_same(f, t(2))
+    assert_same(f, t(2), kwargs={"n": 5})
+    assert_same(f, t(2), t(3)[:2])
+
+
+def test_lambda_forwarding_star_args_to_nested_def():
+    def f(x):
+        def g(a, *, k=2, **kw):
+            return a * k + len(kw)
+        h = lambda *a, **k: g(*a, **k)  # noqa: E731
+        return h(x), h(x, k=3, z=1)
+
+    assert_same(f, t(2))
