@@ -183,9 +183,6 @@ def test_string_argument_selects_branch_and_recompiles():
     assert be.count == 2  # one graph per value of the guarded string
 
 
-@pytest.mark.xfail(reason="builder._bound_constant_method needs constant arguments and a list built "
-                          "during tracing (ListValue) is never constant: str.join(list) graph-breaks",
-                   strict=True)
 def test_str_join_of_list_built_inside():
     def f(x):
         parts = "a,b,c".split(",")
@@ -194,9 +191,6 @@ def test_str_join_of_list_built_inside():
     assert_same(f, t(2))
 
 
-@pytest.mark.xfail(reason="TensorValue.get_attr raises Unsupported, not AttributeError, for a missing "
-                          "attribute, so hasattr()/getattr(default) on a tensor graph-break",
-                   strict=True)
 def test_hasattr_missing_tensor_attribute():
     def f(x):
         return x + 1, hasattr(x, "no_such_attr"), getattr(x, "missing", 4)
@@ -211,9 +205,6 @@ def test_fstring_format_specs():
     assert_same(f, t(2))
 
 
-@pytest.mark.xfail(reason="builder.wrap_derived_constant binds methods only of exact LITERAL_TYPES/tuple "
-                          "receivers, so methods of a torch.Size constant (x.shape.numel()) are unsupported",
-                   strict=True)
 def test_torch_size_method():
     def f(x):
         return x.reshape(x.shape.numel())

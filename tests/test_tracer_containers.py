@@ -482,9 +482,6 @@ def test_list_popped_tensor_keeps_identity():
     assert out[0] is out[1]
 
 
-@pytest.mark.xfail(reason="key_of (and the (type(k), k) keys built in builder/functions) makes 1, 1.0 and "
-                          "True distinct dict/set keys; Python treats equal numbers as one key",
-                   strict=True)
 def test_equal_numbers_are_one_dict_key():
     def f(x):
         d = {1: x}

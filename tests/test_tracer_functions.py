@@ -216,8 +216,6 @@ def test_global_lambda():
     assert_same(f, t(3))
 
 
-@pytest.mark.xfail(reason="builder.wrap_callable_or_object has no case for a pre-existing "
-                          "functools.partial object: it is an unsupported builtin call", strict=True)
 def test_pre_existing_partial_global():
     def f(x):
         return GLOBAL_PARTIAL(x)

@@ -103,6 +103,8 @@ class OutputGraph:
 
 
 def _is_impure(node: fx.Node) -> bool:
+    if node.meta.get("impure"):
+        return True
     target = node.target
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if name.endswith("_") and not name.endswith("__"):

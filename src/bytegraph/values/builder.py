@@ -73,7 +73,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         value = DictValue(source=source, cls=t)
         se.track_existing(obj, value)
         for k, v in obj.items():
-            value.entries[(type(k), k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
+            value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
         return value
     if t in (set, frozenset):
         if not all(type(k) in LITERAL_TYPES for k in obj):
@@ -99,6 +99,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return se.cell_for(obj, name, source)
     if t is types.MethodType and source is not None:
         return _wrap_bound_method(tx, obj, source)
+    if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
+            and obj.__self__ is not None and builtin_handler_for(obj) is None:
+        return _wrap_bound_builtin(tx, obj, source)
+    if t is functools.partial and source is not None:
+        return _wrap_partial(tx, obj, source)
     # Everything below is identified by identity.
     if source is not None:
         guards.add(Guard("ID_MATCH", source, obj))
@@ -147,6 +152,36 @@ def wrap_callable_or_object(tx, obj, source):
                            "unsupported_object", "")
     value = UserObjectValue(obj, source)
     tx.side_effects.track_existing(obj, value)
+    return value
+
+
+def builtin_handler_for(obj):
+    from .builtins_table import builtin_handler
+    return builtin_handler(obj)
+
+
+def _wrap_bound_builtin(tx, obj, source):
+    """``x.reshape`` or ``lst.append`` as an object (e.g. on the stack across a break)."""
+    from ..sources import AttrSource
+    from .base import MethodCallValue
+    from .tensors import TensorMethodValue
+    tx.guards.add(Guard("TYPE_MATCH", source, types.BuiltinMethodType))
+    tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(source, "__name__"), obj.__name__))
+    receiver = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+    if isinstance(receiver, TensorValue):
+        return TensorMethodValue(receiver, obj.__name__)
+    return MethodCallValue(receiver, obj.__name__)
+
+
+def _wrap_partial(tx, obj, source):
+    from ..sources import AttrSource
+    from .functions import PartialValue
+    tx.guards.add(Guard("TYPE_MATCH", source, functools.partial))
+    fn = wrap(tx, obj.func, AttrSource(source, "func"))
+    args = wrap(tx, obj.args, AttrSource(source, "args")).unpack(tx)
+    kw = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
+    value = PartialValue(fn, args, {k.as_constant(): v for k, v in kw.entries.values()})
+    value.source = source
     return value
 
 
@@ -209,19 +244,31 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
     if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
-            type(getattr(obj, "__self__", None)) in LITERAL_TYPES + (tuple,):
+            isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):
         return BuiltinValue(obj, _bound_constant_method(obj))
     if isinstance(obj, list) and all(type(o) in LITERAL_TYPES for o in obj):
         return ListValue([ConstantValue(o) for o in obj])
     return wrap_callable_or_object(tx, obj, None)
 
 
+_IMMUTABLE_RECEIVERS = LITERAL_TYPES + (tuple, frozenset, torch.Size, torch.dtype, torch.device)
+
+
+def python_constant(v: Value):
+    """The Python object for a value made only of constants (lists and tuples of
+    constants included); raises Unsupported otherwise."""
+    if v.is_constant():
+        return v.as_constant()
+    if isinstance(v, (TupleValue, ListValue)):
+        items = [python_constant(x) for x in v.items]
+        return tuple(items) if isinstance(v, TupleValue) else items
+    raise Unsupported(f"a {v.type_name()} where a constant is needed", kind="unsupported_method")
+
+
 def _bound_constant_method(method):
     def handler(tx, args, kwargs):
-        if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
-            raise Unsupported(f"{method.__qualname__} with non-constant arguments", kind="unsupported_method")
         try:
-            out = method(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            out = method(*[python_constant(a) for a in args], **{k: python_constant(v) for k, v in kwargs.items()})
         except Exception as e:
             tx.raise_python_exception(e)
         return wrap_derived_constant(tx, out, method.__name__)

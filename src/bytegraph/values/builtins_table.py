@@ -19,7 +19,7 @@ from ..errors import Unsupported, UserException
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
-                         RangeValue, SetValue, SliceValue, TupleValue)
+                         RangeValue, SetValue, SliceValue, TupleValue, str_key)
 from .objects import ClassValue, ExceptionValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -284,7 +284,7 @@ def _dict(tx, args, kwargs):
         else:
             out.call_method(tx, "update", [src], {})
     for k, v in kwargs.items():
-        out.entries[(str, k)] = (const(k), v)
+        out.entries[str_key(k)] = (const(k), v)
     return out
 
 
@@ -444,7 +444,7 @@ def _locals(tx, args, kwargs):
     out = DictValue()
     for name in tx.code.co_varnames:
         if name in tx.unrealized:
-            out.entries[(str, name)] = (const(name), UnrealizedLocal(tx, name))
+            out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
     for name, v in tx.locals.items():
         if isinstance(v, CellValue):
             if v.contents is UNREAD:
@@ -452,7 +452,7 @@ def _locals(tx, args, kwargs):
             if v.contents is EMPTY:
                 continue
             v = v.contents
-        out.entries[(str, name)] = (const(name), v)
+        out.entries[str_key(name)] = (const(name), v)
     return out
 
 
@@ -471,7 +471,7 @@ class StateLocalsValue(DictValue):
         self.state_source = tx.state_source
         for name, v in tx.locals.items():
             if not isinstance(v, CellValue):
-                self.entries[(str, name)] = (const(name), v)
+                self.entries[str_key(name)] = (const(name), v)
         self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
         from .base import UnrealizedLocal
         self._untouched = {n: UnrealizedLocal(tx, n) for n in tx.unrealized}

@@ -16,11 +16,28 @@ from .constants import ConstantValue, const, NONE
 
 
 def key_of(v: Value):
-    """Hashable key of a dict key / set element value."""
+    """Hashable key of a dict key / set element value.
+
+    Constants key by value, so equal numbers (``1``, ``1.0``, ``True``) are
+    one key exactly as in Python; other values key by the identity of the
+    object they stand for.
+    """
     if v.is_constant():
-        c = v.as_constant()
-        return (type(c), c) if not isinstance(c, float) else (float, c)
+        return ("c", v.as_constant())
+    from .tensors import TensorValue
+    if isinstance(v, TensorValue):
+        return ("id", id(v.fake))
+    for attr in ("fn", "obj", "cls", "module"):
+        real = getattr(v, attr, None)
+        if real is not None:
+            return ("id", id(real))
     return ("id", id(v))
+
+
+def str_key(name: str):
+    """The key of a string constant (keyword names, locals)."""
+    return ("c", name)
+
 
 
 class BaseListValue(Value):

@@ -12,7 +12,7 @@ from ..sources import AttrSource, ItemSource, closure_cell_source
 from .base import Value
 from .cells import CellValue, UNREAD
 from .constants import ConstantValue, const
-from .containers import DictValue, TupleValue
+from .containers import DictValue, TupleValue, str_key
 
 
 def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kwargs: Dict[str, Value],
@@ -52,7 +52,7 @@ def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kw
                 tx.raise_python_exception(TypeError(f"{fn_name}() got multiple values for argument '{key}'"))
             out[key] = value
         elif varkw is not None:
-            varkw.entries[(str, key)] = (const(key), value)
+            varkw.entries[str_key(key)] = (const(key), value)
         else:
             tx.raise_python_exception(TypeError(f"{fn_name}() got an unexpected keyword argument '{key}'"))
     first_default = n_pos - n_defaults
@@ -174,7 +174,7 @@ class NestedFunctionValue(Value):
         def kwdefault_of(name):
             if self.kwdefaults is None:
                 return None
-            hit = self.kwdefaults.entries.get((str, name))
+            hit = self.kwdefaults.entries.get(str_key(name))
             return hit[1] if hit else None
 
         bound = bind_arguments(tx, self.code, self.code.co_name, args, kwargs,

@@ -75,6 +75,8 @@ class TensorValue(Value):
             return TensorMethodValue(self, name)
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodValue(self, name)
+        if not hasattr(torch.Tensor, name):
+            tx.raise_python_exception(AttributeError(f"'Tensor' object has no attribute '{name}'"))
         raise Unsupported(f"tensor attribute {name!r}", kind="unsupported_tensor_attr")
 
     def set_attr(self, tx, name, value):
@@ -318,10 +320,25 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     except Exception as e:  # the user's own error (shape mismatch, bad argument): Python would raise it too
         tx.raise_python_exception(e)
     if not _contains_tensor(out):
-        if any(isinstance(a, TensorValue) for a in args) or kind == "call_function":
-            return _wrap_constant_result(out, target)
+        if out is None and _has_tensor(args, kwargs):
+            # torch ops that return None mutate their arguments (x.__setitem__,
+            # torch._foreach_mul_): the node must stay in the graph.
+            node = graph.create_node(kind, target, node_args, node_kwargs, None)
+            node.meta["impure"] = True
+            return NONE
+        return _wrap_constant_result(out, target)
     node = graph.create_node(kind, target, node_args, node_kwargs, out)
     return wrap_graph_result(tx, node, out)
+
+
+def _has_tensor(args, kwargs) -> bool:
+    def walk(v):
+        if isinstance(v, TensorValue):
+            return True
+        if isinstance(v, (TupleValue, ListValue)):
+            return any(walk(x) for x in v.items)
+        return False
+    return any(walk(a) for a in args) or any(walk(v) for v in kwargs.values())
 
 
 def _target_name(target) -> str:
