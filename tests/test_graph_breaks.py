@@ -302,3 +302,108 @@ def test_generator_root_runs_eagerly_with_reason():
     report = bytegraph.explain(gen)(torch.zeros(1))
     assert [r.kind for r in report.break_reasons] == ["generator"]
     assert [t.item() for t in bytegraph.compile(gen, backend="eager")(torch.zeros(1))] == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------
+# breaks where TorchDynamo 2.13 gives up on the whole frame
+
+
+def run_twice_each(make_fn, *args):
+    """Eager and compiled runs of fresh functions (fresh state each); returns outputs and stdout."""
+    results = []
+    for compiled in (False, True):
+        fn = make_fn()
+        if compiled:
+            be = CountingBackend()
+            fn = bytegraph.compile(fn, backend=be)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            out = fn(*args)
+        results.append((out, buf.getvalue()))
+    assert_same(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1]
+    assert bytegraph.stats().eager_fallbacks == 0
+    return be
+
+
+@pytest.mark.parametrize("kind", ["list", "dict", "set_len", "nested"])
+def test_break_inside_comprehension(kind):
+    def make():
+        def f(x):
+            if kind == "list":
+                ys = [x * i for i in range(3) if print(i) is None]
+                return torch.stack(ys).sum(0)
+            if kind == "dict":
+                d = {i: print(i) or x + i for i in range(3)}
+                return d[2] - d[0]
+            if kind == "set_len":
+                return x * len({print(i) or i % 2 for i in range(4)})
+            return [[print(j) or x * i * j for j in range(2)] for i in range(2)]
+        return f
+
+    be = run_twice_each(make, torch.ones(2))
+    assert be.count >= 1
+
+
+def test_break_inside_user_context_manager():
+    class Tracker:
+        def __init__(self):
+            self.log = []
+
+        def __enter__(self):
+            self.log.append("enter")
+            return self
+
+        def __exit__(self, *exc):
+            self.log.append(f"exit {exc[0]}")
+            return False
+
+    def make():
+        t = Tracker()
+
+        def f(x):
+            with t as inside:
+                y = x * 2
+                print("in")
+                inside.log.append("body")
+                y = y + 1
+            return y, list(t.log)
+        return f
+
+    be = run_twice_each(make, torch.ones(2))
+    assert be.count == 2
+
+
+def test_break_inside_contextmanager_generator():
+    @contextlib.contextmanager
+    def scaled(log, k):
+        log.append("in")
+        yield k
+        log.append("out")
+
+    def make():
+        log = []
+
+        def f(x):
+            with scaled(log, 3) as k:
+                y = x * k
+                print("inside")
+                y = y + 1
+            return y, list(log)
+        return f
+
+    be = run_twice_each(make, torch.ones(2))
+    assert be.count >= 2
+
+
+def test_break_while_generator_created_in_frame_is_alive():
+    def make():
+        def f(x):
+            g = (x * i for i in range(1, 4))
+            a = next(g)
+            print("generator alive")
+            b = next(g)
+            return a + b + sum(g)
+        return f
+
+    run_twice_each(make, torch.ones(2))

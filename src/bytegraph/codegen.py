@@ -104,7 +104,8 @@ class Codegen:
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
         self._keepalive: List[object] = []
-        first = next((i for i in decode(root_code) if i.positions is not None), None)
+        first = next((i for i in decode(root_code) if i.positions is not None and i.positions.lineno is not None),
+                     None)
         self.positions = first.positions if first is not None else None
 
     # -- primitives ------------------------------------------------------------

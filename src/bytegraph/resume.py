@@ -81,8 +81,9 @@ def cell_names(code: types.CodeType) -> Tuple[str, ...]:
 
 
 def plain_locals(code: types.CodeType) -> List[str]:
+    """The user's non-cell locals of ``code`` (bytegraph's own ``___bg_*`` names excluded)."""
     cells = set(cell_names(code))
-    return [n for n in code.co_varnames if n not in cells]
+    return [n for n in code.co_varnames if n not in cells and not n.startswith("___bg_")]
 
 
 class _Builder:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from ..errors import Unsupported, UserException
 from ..values.constants import NONE, ConstantValue, const
 from ..values.containers import IteratorValue
-from ..values.objects import ClassValue, ExceptionValue, GradModeValue, WithExitValue
+from ..values.objects import ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue
+
+
+def _python_method(obj, name: str) -> bool:
+    import types
+    attr = getattr(type(obj.obj), name, None)
+    return isinstance(attr, types.FunctionType)
 from ..values.tensors import TensorValue, graph_call
 
 
@@ -71,16 +77,31 @@ class ControlOps:
 
     # -- with ------------------------------------------------------------------
     def BEFORE_WITH(self, ins):
-        ctx = self.stack.pop()
-        if not isinstance(ctx, GradModeValue):
-            raise Unsupported(f"`with` on a {ctx.type_name()} object", kind="unsupported_context",
-                              hint="only torch.no_grad()/enable_grad()/set_grad_enabled() are supported in `with` yet")
-        self.stack.append(WithExitValue(ctx))
-        self.stack.append(ctx.enter(self))
+        ctx = self.stack[-1]
+        if isinstance(ctx, GradModeValue):
+            self.stack.pop()
+            self.stack.append(WithExitValue(ctx))
+            self.stack.append(ctx.enter(self))
+            return
+        if isinstance(ctx, UserObjectValue) and _python_method(ctx, "__enter__") and _python_method(ctx, "__exit__"):
+            # A user context manager: __enter__ is inlined now, the bound
+            # __exit__ waits on the stack like CPython's.
+            exit_fn = ctx.get_attr(self, "__exit__")
+            entered = ctx.get_attr(self, "__enter__").call(self, [], {})
+            self.stack.pop()
+            self.stack.append(exit_fn)
+            self.stack.append(entered)
+            return
+        raise Unsupported(f"`with` on a {ctx.type_name()} object", kind="unsupported_context",
+                          hint="the with statement's enter and exit run natively between graphs")
 
     def WITH_EXCEPT_START(self, ins):
         exit_fn = self.stack[-4]
-        self.stack.append(exit_fn.call(self, [], {}))
+        exc = self.stack[-1]
+        if isinstance(exit_fn, WithExitValue):
+            self.stack.append(exit_fn.call(self, [], {}))
+            return
+        self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, NONE], {}))
 
     # -- exceptions ----------------------------------------------------------------
     def PUSH_EXC_INFO(self, ins):

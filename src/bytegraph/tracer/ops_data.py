@@ -87,26 +87,37 @@ class DataOps:
         values = self.popn(ins.arg)
         self.stack.append(DictValue.from_pairs(zip([const(k) for k in keys], values)))
 
+    # The container these build is usually new, but after a graph break it is
+    # a pre-existing object handed to a resume function: always note the mutation.
     def LIST_APPEND(self, ins):
         v = self.stack.pop()
-        self.stack[-ins.arg].items.append(v)
+        target = self.stack[-ins.arg]
+        self.side_effects.mutate(target)
+        target.items.append(v)
 
     def SET_ADD(self, ins):
         v = self.stack.pop()
-        self.stack[-ins.arg].elements.setdefault(key_of(v), v)
+        target = self.stack[-ins.arg]
+        self.side_effects.mutate(target)
+        target.elements.setdefault(key_of(v), v)
 
     def MAP_ADD(self, ins):
         value = self.stack.pop()
         key = self.stack.pop()
-        self.stack[-ins.arg].entries[key_of(key)] = (key, value)
+        target = self.stack[-ins.arg]
+        self.side_effects.mutate(target)
+        target.entries[key_of(key)] = (key, value)
 
     def LIST_EXTEND(self, ins):
         v = self.stack.pop()
-        self.stack[-ins.arg].items.extend(v.unpack(self))
+        target = self.stack[-ins.arg]
+        self.side_effects.mutate(target)
+        target.items.extend(v.unpack(self))
 
     def SET_UPDATE(self, ins):
         v = self.stack.pop()
         target = self.stack[-ins.arg]
+        self.side_effects.mutate(target)
         for item in v.unpack(self):
             target.elements.setdefault(key_of(item), item)
 
@@ -115,6 +126,7 @@ class DataOps:
         target = self.stack[-ins.arg]
         if not isinstance(v, DictValue):
             raise Unsupported(f"dict update from a {v.type_name()}", kind="unsupported_dict")
+        self.side_effects.mutate(target)
         target.entries.update(v.entries)
 
     def DICT_MERGE(self, ins):
@@ -125,6 +137,7 @@ class DataOps:
         for k in v.entries:
             if k in target.entries:
                 self.raise_python_exception(TypeError(f"got multiple values for keyword argument {k[1]!r}"))
+        self.side_effects.mutate(target)
         target.entries.update(v.entries)
 
     def LIST_TO_TUPLE(self, ins):

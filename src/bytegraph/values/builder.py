@@ -211,7 +211,7 @@ _SKIPPED_MODULES = {
     "logging": ("logging", "logging calls run natively between graphs"),
     "warnings": ("warnings", "warnings run natively between graphs"),
 }
-_SKIPPED_PREFIXES = ("threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
+_SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
                      "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
 
 
