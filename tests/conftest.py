@@ -49,6 +49,9 @@ def _fresh_bytegraph():
     yield
     config.raise_on_error = saved
     bytegraph.reset()
+    leaked = not torch.is_grad_enabled()
+    torch.set_grad_enabled(True)
+    assert not leaked, "the test left grad mode disabled"
 
 
 # ---------------------------------------------------------------------------

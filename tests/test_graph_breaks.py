@@ -407,3 +407,35 @@ def test_break_while_generator_created_in_frame_is_alive():
         return f
 
     run_twice_each(make, torch.ones(2))
+
+
+@pytest.mark.parametrize("shape", ["two_breaks_one_block", "block_then_loop_block", "set_grad_enabled_call"])
+def test_grad_mode_is_right_after_breaks_in_grad_contexts(shape):
+    def make():
+        def f(x):
+            if shape == "two_breaks_one_block":
+                with torch.no_grad():
+                    x = x + 1
+                    bytegraph.graph_break()
+                    x = x * 2
+                    bytegraph.graph_break()
+                    x = x - 1
+            elif shape == "block_then_loop_block":
+                with torch.no_grad():
+                    bytegraph.graph_break()
+                for _ in range(2):
+                    with torch.no_grad():
+                        x = x * 2
+                        bytegraph.graph_break()
+                    x = x + 1
+            else:
+                torch.set_grad_enabled(False)
+                y = x * 2
+                bytegraph.graph_break()
+                torch.set_grad_enabled(True)
+                x = y + x
+            return x, torch.is_grad_enabled()
+        return f
+
+    run_twice_each(make, torch.ones(2, requires_grad=True))
+    assert torch.is_grad_enabled()

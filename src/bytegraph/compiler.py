@@ -127,6 +127,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
                 cg.store_tensor_output(t, temp)
         else:
             cg.emit("POP_TOP")
+    if trace.grad_mode_after is not None:
+        cg.push_callable(torch._C._set_grad_enabled)
+        cg.load_object(trace.grad_mode_after)
+        cg.call(1)
+        cg.emit("POP_TOP")
     se.emit_hook_registrations(cg)
     if plan is not None:
         emitter.cg = cg

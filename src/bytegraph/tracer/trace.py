@@ -45,6 +45,8 @@ class Trace:
         self.stopped_frame: Optional[Frame] = None
         self.root: Optional[Frame] = None
         self.grad_enabled_at_start = torch.is_grad_enabled()
+        #: grad mode the code after the graph expects, when it differs from the start
+        self.grad_mode_after: Optional[bool] = None
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -98,13 +100,23 @@ class Trace:
         grad_before = self.grad_enabled_at_start = torch.is_grad_enabled()
         self.guards.add(Guard("GRAD_MODE", None, grad_before))
         try:
-            return root.run()
-        except TraceStopped as stop:
-            self.stopped_frame = stop.frame
-            if torch.is_grad_enabled() != grad_before:
-                # The graph must leave grad mode as it found it; the transformed
-                # code re-enters open grad-mode contexts natively.
-                self.graph.create_node("call_function", torch._C._set_grad_enabled, (grad_before,), {}, None)
-            return None
+            try:
+                return root.run()
+            except TraceStopped as stop:
+                self.stopped_frame = stop.frame
+                return None
+            finally:
+                self._balance_grad_mode(grad_before)
         finally:
             torch._C._set_grad_enabled(grad_before)
+
+    def _balance_grad_mode(self, grad_before: bool) -> None:
+        # NOTE: a graph leaves grad mode as it found it, so every backend sees
+        # balanced global state; if the frame's code after the graph expects
+        # another mode, the transformed code sets it natively (grad_mode_after).
+        # Open grad-mode contexts crossing a break are re-entered natively
+        # (WithExitValue.reconstruct).
+        now = torch.is_grad_enabled()
+        if now != grad_before:
+            self.graph.create_node("call_function", torch._C._set_grad_enabled, (grad_before,), {}, None)
+            self.grad_mode_after = now

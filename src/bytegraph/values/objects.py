@@ -295,8 +295,17 @@ class WithExitValue(Value):
         return NONE
 
     def reconstruct(self, cg):
-        # Across a graph break the context is re-entered natively (the graph
-        # left the global state as it found it); its __exit__ stays on the stack.
+        # Across a graph break the context is re-entered natively; its
+        # __exit__ stays on the stack.  A grad-mode context must restore the
+        # mode it found when first entered, not the one at re-entry (the
+        # frame may itself have started inside the context), so that mode is
+        # set first.
+        previous = getattr(self.ctx, "previous", None)
+        if previous is not None:
+            cg.push_callable(torch._C._set_grad_enabled)
+            cg.load_object(previous)
+            cg.call(1)
+            cg.emit("POP_TOP")
         cg.reconstruct(self.ctx)
         cg.emit("BEFORE_WITH")
         cg.emit("POP_TOP")
