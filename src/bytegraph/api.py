@@ -35,7 +35,7 @@ def compile(fn: Optional[Callable] = None, *, backend: Any = "inductor", fullgra
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     name, backend_fn = lookup_backend(backend)
     if isinstance(fn, torch.nn.Module):
-        from .modules import CompiledModule
+        from .compiled_module import CompiledModule
         return CompiledModule(fn, name, backend_fn, fullgraph)
     if isinstance(fn, CompiledFunction):
         return fn

@@ -44,6 +44,7 @@ class OutputGraph:
         self._keepalive: List[Any] = []
         self.value_of_fake: Dict[int, Any] = {}  # id(fake) -> TensorValue
         self.op_count = 0
+        self._names = set()
 
     # -- inputs -----------------------------------------------------------
     def input_for(self, real: torch.Tensor):
@@ -52,6 +53,9 @@ class OutputGraph:
 
     def add_input(self, real: torch.Tensor, source: Source, make_value):
         name = _placeholder_name(source, len(self.inputs))
+        if name in self._names:
+            name = f"{name}_{len(self.inputs)}"
+        self._names.add(name)
         if self.inputs:
             ctx = self.graph.inserting_after(self.inputs[-1].node)
         elif len(self.graph.nodes):
@@ -121,4 +125,5 @@ def _placeholder_name(source: Source, index: int) -> str:
     cleaned = "".join(c if c.isalnum() else "_" for c in raw).strip("_") or "input"
     if cleaned[0].isdigit():
         cleaned = "i" + cleaned
-    return f"{cleaned[:40]}"
+    cleaned = "_".join(p for p in cleaned.split("_") if p)
+    return cleaned[-48:].lstrip("_0123456789") or "input"

@@ -113,6 +113,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
     def wrap(self, obj, source) -> Value:
         return self.trace.wrap(self, obj, source)
 
+    def wrap_parameter(self, obj, source) -> Value:
+        from ..values.builder import wrap_parameter
+        return wrap_parameter(self, obj, source)
+
     def raise_python_exception(self, exc: BaseException):
         """Raise ``exc`` inside the traced program (a symbolic exception)."""
         raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))

@@ -144,9 +144,11 @@ def wrap_callable_or_object(tx, obj, source):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
         return OpaqueValue(obj, source, f"call to unsupported builtin {name}()", "unsupported_builtin",
                            "bytegraph cannot trace into C functions outside torch")
-    if isinstance(obj, torch.nn.Module):
-        return OpaqueValue(obj, source, f"nn.Module {type(obj).__name__} inside a compiled function",
-                           "unsupported_module", "nn.Module support arrives with the modules issue")
+    if isinstance(obj, torch.nn.Module) and source is not None:
+        from .modules import NNModuleValue
+        value = NNModuleValue(obj, source)
+        tx.side_effects.track_existing(obj, value)
+        return value
     if source is None:
         return OpaqueValue(obj, None, f"object of type {t.__name__} created outside the trace",
                            "unsupported_object", "")
@@ -228,10 +230,20 @@ def _skipped_module(fn):
 def _is_torch_function(obj) -> bool:
     if isinstance(obj, (types.MethodDescriptorType, types.WrapperDescriptorType, types.GetSetDescriptorType)):
         return getattr(obj, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+    if not isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return False  # instances of torch classes (modules, optimizers) are objects, not functions
     mod = getattr(obj, "__module__", None) or ""
-    if not (mod == "torch" or mod.startswith("torch.")):
-        return False
-    return callable(obj) and not isinstance(obj, type)
+    if isinstance(obj, types.FunctionType):
+        # Python code in torch is a graph op only in the functional namespaces;
+        # module methods, optimizers and utilities are inlined like user code.
+        return mod in _TORCH_FUNCTIONAL_MODULES
+    return mod == "torch" or mod.startswith("torch.")
+
+
+_TORCH_FUNCTIONAL_MODULES = frozenset({
+    "torch", "torch.functional", "torch.nn.functional", "torch._tensor", "torch.fft", "torch.linalg",
+    "torch.special", "torch.nn.init", "torch._refs", "torch.random",
+})
 
 
 def wrap_derived_constant(tx, obj, what: str) -> Value:
@@ -273,6 +285,23 @@ def _bound_constant_method(method):
             tx.raise_python_exception(e)
         return wrap_derived_constant(tx, out, method.__name__)
     return handler
+
+
+def wrap_parameter(tx, obj: torch.Tensor, source):
+    """A parameter or buffer read from a module's dicts.
+
+    The module is identity-guarded and parameters are updated in place, so an
+    identity guard replaces the metadata checks (cheaper per call; replacing
+    the tensor still recompiles).
+    """
+    graph = tx.graph
+    existing = graph.input_for(obj)
+    if existing is not None:
+        return existing
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided:
+        return _wrap_tensor(tx, obj, source)
+    tx.guards.add(Guard("ID_MATCH", source, obj))
+    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
 
 
 def _wrap_tensor(tx, obj: torch.Tensor, source):

@@ -431,8 +431,11 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                     tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
                 items[i] = tx.wrap(defaults[f], None)
         return NamedTupleValue(items, cls)
+    if isinstance(cls, type) and cls.__module__ not in ("builtins",) and not cls.__module__.startswith("torch"):
+        from .modules import construct_user_object
+        return construct_user_object(tx, cls, list(args), dict(kwargs))
     raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",
-                      hint="user-defined classes are not supported yet inside compiled functions")
+                      hint="this class cannot be constructed inside compiled functions yet")
 
 
 def _locals(tx, args, kwargs):
@@ -491,6 +494,19 @@ class StateLocalsValue(DictValue):
             cg.emit("DELETE_SUBSCR")
 
 
+def _super(tx, args, kwargs):
+    from .modules import SuperValue
+    if len(args) == 2:
+        return SuperValue(args[0].as_constant(), args[1])
+    if args:
+        raise Unsupported("super() with one argument", kind="unsupported_builtin")
+    cell = tx.locals.get("__class__")
+    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if cell is None or first is None:
+        tx.raise_python_exception(RuntimeError("super(): no arguments"))
+    return SuperValue(cell.read(tx).as_constant(), tx.load_local(first))
+
+
 def _graph_break(tx, args, kwargs):
     raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
@@ -508,7 +524,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     slice: _slice, torch.Size: _torch_size, divmod: _divmod, pow: _pow, round: _round,
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
-    functools.partial: _partial, locals: _locals,
+    functools.partial: _partial, locals: _locals, super: _super,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],

@@ -252,6 +252,8 @@ def getitem(tx, obj: Value, index: Value) -> Value:
         return RangeValue(out) if isinstance(out, range) else const(out)
     if obj.is_constant() and index.is_constant():
         return _fold(tx, operator.getitem, obj, index)
+    if hasattr(obj, "getitem"):
+        return obj.getitem(tx, index)
     return obj.call_method(tx, "__getitem__", [index], {})
 
 
@@ -265,7 +267,7 @@ def setitem(tx, obj: Value, index: Value, value: Value) -> None:
             tx.graph.create_node("call_function", operator.setitem,
                                  tuple(_to_node(tx, v) for v in (obj, index, value)), {}, None)
         return
-    if isinstance(obj, (ListValue, DictValue)):
+    if isinstance(obj, (ListValue, DictValue)) or hasattr(obj, "setitem"):
         obj.setitem(tx, index, value)
         return
     raise Unsupported(f"item assignment on {obj.type_name()}", kind="unsupported_setitem")

@@ -1,0 +1,110 @@
+"""``bytegraph.compile(module)``: a module whose calls are compiled.
+
+The wrapper forwards everything but calling to the original module: the
+same parameters (unprefixed names in ``state_dict``), ``train()``/``eval()``,
+``to()``, attribute reads and writes.  Calling it runs the original module's
+full call (its hooks included) through one compiled frame.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .cache import CompiledFunction
+
+_OWN = ("_orig_mod", "_bg_call")
+
+
+def _module_caller(module: torch.nn.Module):
+    def forward(*args, **kwargs):
+        return module(*args, **kwargs)
+    forward.__qualname__ = f"{type(module).__qualname__}.__call__"
+    return forward
+
+
+class CompiledModule(torch.nn.Module):
+    """The module ``bytegraph.compile(module)`` returns.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> lin = torch.nn.Linear(2, 2)
+        >>> fast = bytegraph.compile(lin, backend="eager")
+        >>> fast(torch.ones(1, 2)).shape, fast.weight is lin.weight
+        (torch.Size([1, 2]), True)
+    """
+
+    def __init__(self, module: torch.nn.Module, backend_name: str, backend: Callable, fullgraph: bool):
+        super().__init__()
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_bg_call", CompiledFunction(_module_caller(module), backend_name, backend,
+                                                              fullgraph))
+
+    def __call__(self, *args, **kwargs):
+        return self._bg_call(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._bg_call(*args, **kwargs)
+
+    # -- everything else is the original module's --------------------------------
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_orig_mod"], name)
+
+    def __setattr__(self, name, value):
+        if name in _OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        delattr(self._orig_mod, name)
+
+    def __dir__(self):
+        return dir(self._orig_mod)
+
+    def __repr__(self):
+        return f"CompiledModule({self._orig_mod!r})"
+
+    def train(self, mode: bool = True):
+        self._orig_mod.train(mode)
+        object.__setattr__(self, "training", mode)
+        return self
+
+    def _apply(self, fn, recurse=True):
+        self._orig_mod._apply(fn, recurse)
+        return self
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args, **kwargs):
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def parameters(self, recurse: bool = True):
+        return self._orig_mod.parameters(recurse)
+
+    def named_parameters(self, *args, **kwargs):
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def buffers(self, recurse: bool = True):
+        return self._orig_mod.buffers(recurse)
+
+    def named_buffers(self, *args, **kwargs):
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def children(self):
+        return self._orig_mod.children()
+
+    def named_children(self):
+        return self._orig_mod.named_children()
+
+    def modules(self):
+        return self._orig_mod.modules()
+
+    def named_modules(self, *args, **kwargs):
+        return self._orig_mod.named_modules(*args, **kwargs)
+
+    def zero_grad(self, set_to_none: bool = True):
+        self._orig_mod.zero_grad(set_to_none)

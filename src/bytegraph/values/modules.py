@@ -1,0 +1,380 @@
+"""``nn.Module`` instances, ``super()``, and user objects created during tracing.
+
+A module is identified by identity (``ID_MATCH``); its parameters, buffers
+and submodules are read through its ``_parameters``/``_buffers``/``_modules``
+dicts, so guards are cheap dict lookups and a replaced parameter or swapped
+submodule fails its identity guard.  Calling a module inlines ``forward``
+with the module's forward pre-hooks and forward hooks around it, exactly as
+``nn.Module._call_impl`` orders them; backward hooks on modules are a graph
+break.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Dict, List, Optional
+
+import torch
+
+from ..errors import Unsupported
+from ..guards import Guard
+from ..sources import AttrSource, ItemSource, ObjectSource
+from .base import Value
+from .constants import NONE, ConstantValue, const
+from .containers import DictValue, TupleValue
+from .functions import BoundMethodValue
+from .objects import DELETED, UserObjectValue, lookup_attr
+
+_MODULE_DICTS = ("_parameters", "_buffers", "_modules")
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+class NNModuleValue(UserObjectValue):
+    """An ``nn.Module`` that existed before the trace (the model, its submodules).
+
+    Attribute reads follow Python's lookup with ``nn.Module.__getattr__``'s
+    three dicts last; writes are buffered and replayed with the module's own
+    ``__setattr__``.  Calls inline ``forward`` with hooks.  Reconstructs
+    through its source.
+    """
+
+    __slots__ = ()
+
+    def get_attr(self, tx, name):
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None:
+            if pending is DELETED:
+                tx.raise_python_exception(AttributeError(name))
+            return pending
+        module = self.obj
+        cls = type(module)
+        if name not in module.__dict__ and not any(name in k.__dict__ for k in cls.__mro__):
+            for dict_name in _MODULE_DICTS:
+                d = module.__dict__.get(dict_name)
+                if d is not None and name in d:
+                    src = ItemSource(AttrSource(self.source, dict_name), name)
+                    value = d[name]
+                    if isinstance(value, torch.Tensor) and dict_name != "_modules":
+                        return tx.wrap_parameter(value, src)
+                    return tx.wrap(value, src)
+            tx.raise_python_exception(AttributeError(
+                f"'{cls.__name__}' object has no attribute '{name}'"))
+        return lookup_attr(tx, self, module, name)
+
+    def set_attr(self, tx, name, value):
+        if isinstance(value, (NNModuleValue,)) or name in _MODULE_DICTS:
+            raise Unsupported(f"assigning a submodule or module dict ({name}) inside forward",
+                              kind="unsupported_setattr")
+        tx.side_effects.store_attr(self, name, value)
+
+    def call(self, tx, args, kwargs):
+        return call_module(tx, self, args, kwargs)
+
+    def unpack(self, tx):
+        it = _python_method(tx, self, "__iter__")
+        if it is None:
+            return super().unpack(tx)
+        return it.call(tx, [], {}).unpack(tx)
+
+    def has_len(self):
+        return hasattr(type(self.obj), "__len__")
+
+    def truth(self, tx):
+        length = _python_method(tx, self, "__len__")
+        if length is not None:
+            return bool(length.call(tx, [], {}).as_constant())
+        return True
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.get_attr(tx, name).call(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"NNModuleValue({type(self.obj).__name__})"
+
+
+def _python_method(tx, value, name) -> Optional[Value]:
+    fn = getattr(type(value.obj), name, None)
+    if not isinstance(fn, types.FunctionType):
+        return None
+    return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(value.source, "__class__"), name)), value)
+
+
+def _global_hooks():
+    from torch.nn.modules import module as m
+    return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_hooks,
+            m._global_backward_pre_hooks)
+
+
+def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, Value]) -> Value:
+    """``module(*args, **kwargs)`` as ``nn.Module._call_impl`` runs it."""
+    obj = module.obj
+    src = module.source
+    for dict_name in _HOOK_DICTS:
+        hooks = getattr(obj, dict_name)
+        tx.guards.add(Guard("LEN_MATCH", AttrSource(src, dict_name), len(hooks)))
+    if any(_global_hooks()):
+        raise Unsupported("global nn.Module hooks", kind="unsupported_hook",
+                          hint="global module hooks run natively between graphs")
+    if obj._backward_hooks or obj._backward_pre_hooks:
+        raise Unsupported("module backward hooks", kind="unsupported_hook",
+                          hint="backward hooks on modules are not captured yet")
+    pre_with_kwargs = obj._forward_pre_hooks_with_kwargs
+    for hook_id, hook in list(obj._forward_pre_hooks.items()):
+        hook_value = tx.wrap(hook, ItemSource(AttrSource(src, "_forward_pre_hooks"), hook_id))
+        if hook_id in pre_with_kwargs:
+            out = hook_value.call(tx, [module, TupleValue(list(args)), _kwargs_dict(kwargs)], {})
+            if not (out.is_constant() and out.as_constant() is None):
+                new_args, new_kwargs = out.unpack(tx)
+                args = new_args.unpack(tx)
+                kwargs = {k.as_constant(): v for k, v in new_kwargs.entries.values()}
+        else:
+            out = hook_value.call(tx, [module, TupleValue(list(args))], {})
+            if not (out.is_constant() and out.as_constant() is None):
+                args = out.unpack(tx) if isinstance(out, TupleValue) else [out]
+    forward = module.get_attr(tx, "forward")
+    result = forward.call(tx, list(args), dict(kwargs))
+    with_kwargs = obj._forward_hooks_with_kwargs
+    for hook_id, hook in list(obj._forward_hooks.items()):
+        hook_value = tx.wrap(hook, ItemSource(AttrSource(src, "_forward_hooks"), hook_id))
+        if hook_id in with_kwargs:
+            out = hook_value.call(tx, [module, TupleValue(list(args)), _kwargs_dict(kwargs), result], {})
+        else:
+            out = hook_value.call(tx, [module, TupleValue(list(args)), result], {})
+        if not (out.is_constant() and out.as_constant() is None):
+            result = out
+    return result
+
+
+def _kwargs_dict(kwargs: Dict[str, Value]) -> DictValue:
+    return DictValue.from_pairs([(const(k), v) for k, v in kwargs.items()])
+
+
+class SuperValue(Value):
+    """``super()`` / ``super(cls, obj)``: attribute lookup starts after ``cls`` in the MRO."""
+
+    __slots__ = ("cls", "receiver")
+
+    def __init__(self, cls: type, receiver: Value):
+        super().__init__()
+        self.cls = cls
+        self.receiver = receiver
+
+    def python_type(self):
+        return super
+
+    def get_attr(self, tx, name):
+        mro = self.receiver.python_type().__mro__
+        start = mro.index(self.cls) + 1
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
+                if isinstance(attr, types.FunctionType):
+                    return BoundMethodValue(tx.wrap(attr, src), self.receiver)
+                if isinstance(attr, classmethod):
+                    return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")),
+                                            tx.wrap(self.receiver.python_type(), None))
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
+                if isinstance(attr, property):
+                    return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self.receiver], {})
+                if callable(attr) and getattr(attr, "__objclass__", None) is object:
+                    return _ObjectSlot(name, self.receiver)
+                return tx.wrap(attr, src)
+        if name == "__init__":
+            return _ObjectSlot(name, self.receiver)
+        raise Unsupported(f"super().{name}", kind="unsupported_attribute")
+
+    def children(self):
+        return (self.receiver,)
+
+
+class _ObjectSlot(Value):
+    """``object.__init__`` and friends reached through ``super()``: no effect."""
+
+    __slots__ = ("name", "receiver")
+
+    def __init__(self, name, receiver):
+        super().__init__()
+        self.name = name
+        self.receiver = receiver
+
+    def call(self, tx, args, kwargs):
+        if self.name in ("__init__", "__init_subclass__"):
+            return NONE
+        raise Unsupported(f"object.{self.name} through super()", kind="unsupported_attribute")
+
+
+class NewObjectValue(Value):
+    """An instance of a user class created during the trace.
+
+    ``__init__`` is inlined; attributes live in ``attrs``.  A dataclass (and
+    a ``ModelOutput``-like dict subclass of one) is rebuilt by calling the
+    class with its fields; any other object as ``cls.__new__(cls)`` with its
+    ``__dict__`` filled in, so ``__init__``'s effects are not run twice.
+    """
+
+    __slots__ = ("cls", "attrs", "items")
+
+    def __init__(self, cls: type):
+        super().__init__()
+        self.cls = cls
+        self.attrs: Dict[str, Value] = {}
+        #: for dict subclasses (ModelOutput): the mapping part, key -> value
+        self.items: Dict[str, Value] = {}
+
+    def python_type(self):
+        return self.cls
+
+    def get_attr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return tx.wrap(self.cls, None)
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
+                if isinstance(attr, types.FunctionType):
+                    return BoundMethodValue(tx.wrap(attr, src), self)
+                if isinstance(attr, property):
+                    return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self], {})
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
+                if isinstance(attr, classmethod):
+                    return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")),
+                                            tx.wrap(self.cls, None))
+                if isinstance(attr, dataclasses.Field) or attr is None or isinstance(
+                        attr, (int, float, str, bool, tuple)):
+                    return tx.wrap(attr, src)
+                if hasattr(type(attr), "__get__"):
+                    break
+                return tx.wrap(attr, src)
+        if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
+                                                   "__contains__", "to_tuple"):
+            return _DictPartMethod(self, name)
+        tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+
+    def set_attr(self, tx, name, value):
+        if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
+            field_names = {f.name for f in dataclasses.fields(self.cls)}
+            if name in field_names and not (value.is_constant() and value.as_constant() is None):
+                self.items[name] = value
+        self.attrs[name] = value
+
+    def del_attr(self, tx, name):
+        self.attrs.pop(name, None)
+
+    def getitem(self, tx, key: Value) -> Value:
+        k = key.as_constant()
+        if isinstance(k, str):
+            if k not in self.items:
+                tx.raise_python_exception(KeyError(k))
+            return self.items[k]
+        return TupleValue(list(self.items.values())).getitem(tx, key)
+
+    def setitem(self, tx, key: Value, value: Value):
+        k = key.as_constant()
+        self.items[k] = value
+        self.attrs[k] = value
+
+    def truth(self, tx):
+        if issubclass(self.cls, dict):
+            return bool(self.items)
+        return True
+
+    def unpack(self, tx):
+        if issubclass(self.cls, dict):
+            return [const(k) for k in self.items]
+        return super().unpack(tx)
+
+    def children(self):
+        return list(self.attrs.values()) + list(self.items.values())
+
+    def reconstruct(self, cg):
+        if dataclasses.is_dataclass(self.cls):
+            names = [f.name for f in dataclasses.fields(self.cls) if f.init and f.name in self.attrs]
+            cg.push_callable(self.cls)
+            for n in names:
+                cg.reconstruct(self.attrs[n])
+            cg.call(len(names), kw_names=tuple(names))
+            return
+        cg.push_callable(_make_instance)
+        cg.load_object(self.cls)
+        for k, v in self.attrs.items():
+            cg.reconstruct(v)
+        cg.emit("BUILD_TUPLE", arg=len(self.attrs))
+        cg.load_object(tuple(self.attrs))
+        cg.call(3)
+
+
+class _DictPartMethod(Value):
+    __slots__ = ("obj", "name")
+
+    def __init__(self, obj: NewObjectValue, name: str):
+        super().__init__()
+        self.obj = obj
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        items = self.obj.items
+        name = self.name
+        if name == "keys":
+            return TupleValue([const(k) for k in items])
+        if name == "values":
+            return TupleValue(list(items.values()))
+        if name == "items":
+            return TupleValue([TupleValue([const(k), v]) for k, v in items.items()])
+        if name == "to_tuple":
+            return TupleValue(list(items.values()))
+        if name == "get":
+            return items.get(args[0].as_constant(), args[1] if len(args) > 1 else NONE)
+        if name == "__getitem__":
+            return self.obj.getitem(tx, args[0])
+        if name == "__contains__":
+            return const(args[0].as_constant() in items)
+        raise Unsupported(f"{name}() of {self.obj.cls.__name__}", kind="unsupported_method")
+
+
+def _make_instance(cls, values, names):
+    obj = cls.__new__(cls)
+    obj.__dict__.update(zip(names, values))
+    return obj
+
+
+def construct_user_object(tx, cls: type, args, kwargs) -> Value:
+    """``cls(*args, **kwargs)`` for a plain Python class: inline ``__init__`` on a new object."""
+    if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
+    if getattr(cls, "__slots__", None) and not dataclasses.is_dataclass(cls):
+        raise Unsupported(f"constructing {cls.__qualname__} (__slots__)", kind="unsupported_class_call")
+    if cls.__setattr__ is not object.__setattr__ and not issubclass(cls, dict):
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__)", kind="unsupported_class_call")
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
+                          kind="unsupported_class_call", hint="build modules outside the compiled function")
+    value = NewObjectValue(cls)
+    if issubclass(cls, dict) and dataclasses.is_dataclass(cls):
+        # ModelOutput-like: fields given as arguments, None fields left out of the mapping
+        fields = [f for f in dataclasses.fields(cls)]
+        bound = dict(zip([f.name for f in fields], args))
+        bound.update(kwargs)
+        for f in fields:
+            v = bound.get(f.name)
+            if v is None:
+                if f.default is not dataclasses.MISSING:
+                    v = tx.wrap(f.default, None) if f.default is None or isinstance(f.default, (int, float, str, bool)) else None
+                if v is None:
+                    v = NONE
+            value.attrs[f.name] = v
+            if not (v.is_constant() and v.as_constant() is None):
+                value.items[f.name] = v
+        return value
+    init = getattr(cls, "__init__", None)
+    if isinstance(init, types.FunctionType):
+        src = AttrSource(ObjectSource(cls, cls.__qualname__), "__init__")
+        tx.wrap(init, src).call(tx, [value] + list(args), kwargs)
+    elif args or kwargs:
+        raise Unsupported(f"constructing {cls.__qualname__} with arguments", kind="unsupported_class_call")
+    return value
