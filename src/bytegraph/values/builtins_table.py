@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import math
 import operator
 from typing import Callable, Dict, List
@@ -507,6 +508,19 @@ def _super(tx, args, kwargs):
     return SuperValue(cell.read(tx).as_constant(), tx.load_local(first))
 
 
+def _islice(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    bounds = [a.as_constant() for a in args[1:]]
+    return IteratorValue(items[slice(*bounds)] if len(bounds) > 1 else items[:bounds[0]])
+
+
+def _chain(tx, args, kwargs):
+    out = []
+    for a in args:
+        out.extend(_iter_items(tx, a))
+    return IteratorValue(out)
+
+
 def _graph_break(tx, args, kwargs):
     raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
@@ -525,6 +539,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
     functools.partial: _partial, locals: _locals, super: _super,
+    itertools.islice: _islice, itertools.chain: _chain,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],
