@@ -12,9 +12,16 @@ from ..values.functions import NestedFunctionValue
 
 
 def _is_user_callable(fn) -> bool:
+    """Is ``fn``'s result the return value of the first user frame it inlines?
+
+    Then a graph break inside that frame can split the caller at its CALL."""
     from ..values.functions import BoundMethodValue, PartialValue, UserFunctionValue
+    from ..values.modules import NNModuleValue
     while isinstance(fn, (BoundMethodValue, PartialValue)):
         fn = fn.func
+    if isinstance(fn, NNModuleValue):
+        m = fn.obj
+        return not (m._forward_hooks or m._forward_pre_hooks)
     return isinstance(fn, (UserFunctionValue, NestedFunctionValue))
 
 

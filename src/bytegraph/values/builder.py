@@ -12,6 +12,8 @@ import builtins
 import collections
 import enum
 import functools
+import os
+import inspect
 import math
 import operator
 import types
@@ -20,11 +22,11 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import ItemSource, Source
+from ..sources import AttrSource, ItemSource, Source
 from .base import Value
 from .cells import CellValue, UNREAD
 from .constants import LITERAL_TYPES, ConstantValue
-from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, TupleValue
+from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue, TupleValue
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
@@ -99,6 +101,13 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return se.cell_for(obj, name, source)
     if t is types.MethodType and source is not None:
         return _wrap_bound_method(tx, obj, source)
+    if t is slice:
+        return SliceValue([wrap(tx, getattr(obj, p), AttrSource(source, p) if source is not None else None)
+                           for p in ("start", "stop", "step")])
+    if obj is os.environ and source is not None:
+        from .modules import EnvironValue
+        tx.guards.add(Guard("ID_MATCH", source, obj))
+        return EnvironValue(source)
     if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
             and obj.__self__ is not None and builtin_handler_for(obj) is None:
         return _wrap_bound_builtin(tx, obj, source)
@@ -249,7 +258,7 @@ _TORCH_FUNCTIONAL_MODULES = frozenset({
 def wrap_derived_constant(tx, obj, what: str) -> Value:
     """A value computed from constants during tracing (no source, no guard)."""
     from ..resume import UNBOUND
-    if obj is UNBOUND:
+    if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
     if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
         return ConstantValue(obj)

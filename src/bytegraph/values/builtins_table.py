@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import itertools
+import sys
 import math
 import operator
 from typing import Callable, Dict, List
@@ -47,7 +49,7 @@ def _len(tx, args, kwargs):
             return const(len(v.as_constant()))
         except TypeError as e:
             tx.raise_python_exception(e)
-    return v.call_method(tx, "__len__", [], {})
+    return v.get_attr(tx, "__len__").call(tx, [], {})
 
 
 def _classes(tx, v: Value):
@@ -432,7 +434,8 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                     tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
                 items[i] = tx.wrap(defaults[f], None)
         return NamedTupleValue(items, cls)
-    if isinstance(cls, type) and cls.__module__ not in ("builtins",) and not cls.__module__.startswith("torch"):
+    if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
+            not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
         from .modules import construct_user_object
         return construct_user_object(tx, cls, list(args), dict(kwargs))
     raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",
@@ -508,6 +511,40 @@ def _super(tx, args, kwargs):
     return SuperValue(cell.read(tx).as_constant(), tx.load_local(first))
 
 
+def _id(tx, args, kwargs):
+    from .operators import _real
+    (v,) = args
+    real = _real(v) if v.source is not None or isinstance(v, ConstantValue) else None
+    if real is None or (isinstance(v, ConstantValue) and type(real[0]) in (int, float, str, bytes)):
+        raise Unsupported(f"id() of a {v.type_name()}", kind="unsupported_builtin")
+    return const(id(real[0]))
+
+
+def _signature(tx, args, kwargs):
+    """``inspect.signature(fn)`` of a function bytegraph knows: a constant mapping of its parameters."""
+    from .functions import BoundMethodValue, UserFunctionValue
+    fn = args[0]
+    bound = isinstance(fn, BoundMethodValue)
+    target = fn.func if bound else fn
+    if not isinstance(target, UserFunctionValue):
+        raise Unsupported(f"inspect.signature() of a {fn.type_name()}", kind="unsupported_builtin")
+    sig = inspect.signature(target.fn)
+    params = list(sig.parameters.values())[1 if bound else 0:]
+    return SignatureValue(sig.replace(parameters=params))
+
+
+class SignatureValue(ConstantValue):
+    """An ``inspect.Signature`` computed at trace time (immutable)."""
+
+    __slots__ = ()
+
+    def get_attr(self, tx, name):
+        if name == "parameters":
+            sig = self.value
+            return DictValue.from_pairs([(const(k), ConstantValue(p)) for k, p in sig.parameters.items()])
+        return super().get_attr(tx, name)
+
+
 def _islice(tx, args, kwargs):
     items = _iter_items(tx, args[0])
     bounds = [a.as_constant() for a in args[1:]]
@@ -539,7 +576,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
     functools.partial: _partial, locals: _locals, super: _super,
-    itertools.islice: _islice, itertools.chain: _chain,
+    itertools.islice: _islice, itertools.chain: _chain, id: _id, inspect.signature: _signature,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],
@@ -553,6 +590,13 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.abs: _abs,
     operator.index: _constant_fn(operator.index),
 }
+# Libraries ask these to pick compile-friendly code paths: answer as a
+# torch.compile-style compiler would while tracing.
+for _fn, _answer in ((torch.compiler.is_compiling, True), (torch.compiler.is_dynamo_compiling, True),
+                     (torch.jit.is_tracing, False), (torch.jit.is_scripting, False),
+                     (torch._C._get_tracing_state, None)):
+    BUILTIN_HANDLERS[_fn] = (lambda answer: lambda tx, a, k: const(answer))(_answer)
+BUILTIN_HANDLERS[sys.getrecursionlimit] = lambda tx, a, k: const(sys.getrecursionlimit())
 for _fn in set(BINARY_OP_FUNCS):
     BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
 for _op, _fn in COMPARE_FUNCS.items():

@@ -98,6 +98,11 @@ class UserFunctionValue(Value):
             return tx.wrap(self.fn.__wrapped__, AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if not hasattr(self.fn, name):
+            tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'"))
+        if self.source is not None and name in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__",
+                                                  "__annotations__", "__closure__", "__self__"):
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
         return super().get_attr(tx, name)
 
     def closure_cells(self, tx) -> List[CellValue]:

@@ -71,33 +71,11 @@ class NNModuleValue(UserObjectValue):
     def call(self, tx, args, kwargs):
         return call_module(tx, self, args, kwargs)
 
-    def unpack(self, tx):
-        it = _python_method(tx, self, "__iter__")
-        if it is None:
-            return super().unpack(tx)
-        return it.call(tx, [], {}).unpack(tx)
-
-    def has_len(self):
-        return hasattr(type(self.obj), "__len__")
-
-    def truth(self, tx):
-        length = _python_method(tx, self, "__len__")
-        if length is not None:
-            return bool(length.call(tx, [], {}).as_constant())
-        return True
-
     def call_method(self, tx, name, args, kwargs):
         return self.get_attr(tx, name).call(tx, args, kwargs)
 
     def __repr__(self):
         return f"NNModuleValue({type(self.obj).__name__})"
-
-
-def _python_method(tx, value, name) -> Optional[Value]:
-    fn = getattr(type(value.obj), name, None)
-    if not isinstance(fn, types.FunctionType):
-        return None
-    return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(value.source, "__class__"), name)), value)
 
 
 def _global_hooks():
@@ -181,6 +159,9 @@ class SuperValue(Value):
                     return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self.receiver], {})
                 if callable(attr) and getattr(attr, "__objclass__", None) is object:
                     return _ObjectSlot(name, self.receiver)
+                if getattr(attr, "__objclass__", None) is dict and name in _DICT_READS and \
+                        isinstance(self.receiver, UserObjectValue) and self.receiver.source is not None:
+                    return _DictRead(self.receiver, name)
                 return tx.wrap(attr, src)
         if name == "__init__":
             return _ObjectSlot(name, self.receiver)
@@ -188,6 +169,76 @@ class SuperValue(Value):
 
     def children(self):
         return (self.receiver,)
+
+
+_DICT_READS = ("get", "__getitem__", "__contains__")
+
+
+class _DictRead(Value):
+    """``super().get(key)`` (and ``__getitem__``/``__contains__``) on a
+    pre-existing dict subclass: read the real entry, guarded through its source."""
+
+    __slots__ = ("receiver", "name")
+
+    def __init__(self, receiver, name):
+        super().__init__()
+        self.receiver = receiver
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        key = args[0].as_constant()
+        real = self.receiver.obj
+        src = self.receiver.source
+        present = dict.__contains__(real, key)
+        tx.guards.add(Guard("DICT_CONTAINS", src, (key, present)))
+        if self.name == "__contains__":
+            return const(present)
+        if present:
+            return tx.wrap(dict.__getitem__(real, key), ItemSource(src, key))
+        if self.name == "get":
+            return args[1] if len(args) > 1 else NONE
+        tx.raise_python_exception(KeyError(key))
+
+
+class EnvironValue(Value):
+    """``os.environ``: reads are taken at trace time and guarded key by key."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        import os
+        return type(os.environ)
+
+    def get_attr(self, tx, name):
+        if name in ("get", "__getitem__", "__contains__"):
+            return _EnvironRead(self, name)
+        raise Unsupported(f"os.environ.{name}", kind="unsupported_library")
+
+    def getitem(self, tx, key):
+        return _EnvironRead(self, "__getitem__").call(tx, [key], {})
+
+
+class _EnvironRead(Value):
+    __slots__ = ("env", "name")
+
+    def __init__(self, env, name):
+        super().__init__()
+        self.env = env
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        import os
+        key = args[0].as_constant()
+        src = self.env.source
+        present = key in os.environ
+        tx.guards.add(Guard("DICT_CONTAINS", src, (key, present)))
+        if self.name == "__contains__":
+            return const(present)
+        if present:
+            return tx.wrap(os.environ[key], ItemSource(src, key))
+        if self.name == "get":
+            return args[1] if len(args) > 1 else NONE
+        tx.raise_python_exception(KeyError(key))
 
 
 class _ObjectSlot(Value):
@@ -266,7 +317,27 @@ class NewObjectValue(Value):
     def del_attr(self, tx, name):
         self.attrs.pop(name, None)
 
+    def _dunder(self, tx, name):
+        fn = getattr(self.cls, name, None)
+        if isinstance(fn, types.FunctionType):
+            return self.get_attr(tx, name)
+        return None
+
+    def call(self, tx, args, kwargs):
+        method = self._dunder(tx, "__call__")
+        if method is None:
+            return super().call(tx, args, kwargs)
+        return method.call(tx, args, kwargs)
+
+    def has_len(self):
+        return hasattr(self.cls, "__len__")
+
     def getitem(self, tx, key: Value) -> Value:
+        if not issubclass(self.cls, dict):
+            method = self._dunder(tx, "__getitem__")
+            if method is None:
+                raise Unsupported(f"indexing a {self.cls.__name__} object", kind="unsupported_method")
+            return method.call(tx, [key], {})
         k = key.as_constant()
         if isinstance(k, str):
             if k not in self.items:
@@ -282,11 +353,18 @@ class NewObjectValue(Value):
     def truth(self, tx):
         if issubclass(self.cls, dict):
             return bool(self.items)
+        for name in ("__bool__", "__len__"):
+            method = self._dunder(tx, name)
+            if method is not None:
+                return bool(method.call(tx, [], {}).as_constant())
         return True
 
     def unpack(self, tx):
         if issubclass(self.cls, dict):
             return [const(k) for k in self.items]
+        method = self._dunder(tx, "__iter__")
+        if method is not None:
+            return method.call(tx, [], {}).unpack(tx)
         return super().unpack(tx)
 
     def children(self):
@@ -337,6 +415,56 @@ class _DictPartMethod(Value):
         raise Unsupported(f"{name}() of {self.obj.cls.__name__}", kind="unsupported_method")
 
 
+class ModuleSequenceValue(TupleValue):
+    """A ``ModuleList``/``Sequential`` made in the trace from existing modules
+    (``self.layers[:n]``).  Reconstructs as ``cls([modules...])``."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, items, cls):
+        super().__init__(items)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def getitem(self, tx, index):
+        out = super().getitem(tx, index)
+        return ModuleSequenceValue(out.items, self.cls) if isinstance(out, TupleValue) else out
+
+    def get_attr(self, tx, name):
+        if name == "__len__":
+            from .builtins_table import BuiltinValue  # noqa: F401
+            return _Const(len(self.items))
+        raise Unsupported(f"{self.cls.__name__}.{name} of a slice made in the trace", kind="unsupported_attribute")
+
+    def call(self, tx, args, kwargs):
+        if self.cls is not torch.nn.Sequential:
+            return super().call(tx, args, kwargs)
+        (x,) = args
+        for m in self.items:
+            x = m.call(tx, [x], {})
+        return x
+
+    def reconstruct(self, cg):
+        cg.push_callable(self.cls)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST", arg=len(self.items))
+        cg.call(1)
+
+
+class _Const(Value):
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def call(self, tx, args, kwargs):
+        return const(self.value)
+
+
 def _make_instance(cls, values, names):
     obj = cls.__new__(cls)
     obj.__dict__.update(zip(names, values))
@@ -345,6 +473,11 @@ def _make_instance(cls, values, names):
 
 def construct_user_object(tx, cls: type, args, kwargs) -> Value:
     """``cls(*args, **kwargs)`` for a plain Python class: inline ``__init__`` on a new object."""
+    if cls in (torch.nn.ModuleList, torch.nn.Sequential) and len(args) == 1 and not kwargs:
+        items = args[0].unpack(tx)
+        if all(isinstance(v, NNModuleValue) for v in items):
+            return ModuleSequenceValue(items, cls)
+
     if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
     if getattr(cls, "__slots__", None) and not dataclasses.is_dataclass(cls):

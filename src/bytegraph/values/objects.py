@@ -135,11 +135,49 @@ class UserObjectValue(Value):
             raise Unsupported(f"deleting {type(self.obj).__name__}.{name}", kind="unsupported_setattr")
         tx.side_effects.store_attr(self, name, DELETED)
 
+    # Python-level dunders of the object's class are inlined.
+    def dunder(self, tx, name: str):
+        """``type(obj).name`` bound to this object, if it is a Python function."""
+        from .functions import BoundMethodValue
+        fn = getattr(type(self.obj), name, None)
+        if not isinstance(fn, types.FunctionType):
+            return None
+        return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
+
     def truth(self, tx):
-        cls = type(self.obj)
-        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
-            return True
-        return super().truth(tx)
+        for name in ("__bool__", "__len__"):
+            method = self.dunder(tx, name)
+            if method is not None:
+                return bool(method.call(tx, [], {}).as_constant())
+            if hasattr(type(self.obj), name):
+                return super().truth(tx)
+        return True
+
+    def unpack(self, tx):
+        method = self.dunder(tx, "__iter__")
+        if method is not None:
+            return method.call(tx, [], {}).unpack(tx)
+        getitem, length = self.dunder(tx, "__getitem__"), self.dunder(tx, "__len__")
+        if getitem is not None and length is not None and not hasattr(type(self.obj), "__iter__"):
+            # the sequence protocol: obj[0], obj[1], ... up to len(obj)
+            n = length.call(tx, [], {}).as_constant()
+            return [getitem.call(tx, [const(i)], {}) for i in range(n)]
+        return super().unpack(tx)
+
+    def getitem(self, tx, key):
+        method = self.dunder(tx, "__getitem__")
+        if method is None:
+            raise Unsupported(f"indexing a {type(self.obj).__name__} object", kind="unsupported_method")
+        return method.call(tx, [key], {})
+
+    def call(self, tx, args, kwargs):
+        method = self.dunder(tx, "__call__")
+        if method is None:
+            return super().call(tx, args, kwargs)
+        return method.call(tx, args, kwargs)
+
+    def has_len(self):
+        return hasattr(type(self.obj), "__len__")
 
     def __repr__(self):
         return f"UserObjectValue({type(self.obj).__name__})"
