@@ -1,7 +1,7 @@
 # bytegraph developer entry points.
 #
 #   make demo        create/refresh .venv, then run examples/demo.py
-#   make test        create/refresh .venv, then run the test suite
+#   make test        create/refresh .venv (dev + model test deps), then run the test suite
 #   make bench       full benchmark (bench/run.py), once it exists
 #   make bench-quick short benchmark run
 #   make test-models optional model tests (adds requirements-models.txt)
@@ -49,7 +49,7 @@ $(MODELS_STAMP): $(STAMP) requirements-models.txt
 demo: $(STAMP)
 	$(PY) -m examples.demo
 
-test: $(STAMP)
+test: $(MODELS_STAMP)
 	$(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS)
 
 test-models: $(MODELS_STAMP)
