@@ -178,7 +178,8 @@ def test_guard_is_one_generated_function_with_the_signature():
 
 
 def test_cache_size_limit_falls_back_to_eager_with_one_warning():
-    cf, be = compiled(lambda x, k: x + k)
+    be = CountingBackend()
+    cf = bytegraph.compile(lambda x, k: x + k, backend=be, dynamic=False)  # every k is a new entry
     old = config.cache_size_limit
     config.cache_size_limit = 3
     try:

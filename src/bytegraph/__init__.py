@@ -12,11 +12,13 @@ Example::
 
 from . import config
 from .api import ExplainReport, compile, explain, graph_break, reset, stats
+from .dynamic import mark_dynamic, mark_static
 from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, Unsupported,
                      UserLocation)
 
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
+    "mark_dynamic", "mark_static",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
     "BreakRecord", "UserLocation",
 ]

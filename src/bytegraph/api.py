@@ -36,17 +36,17 @@ def compile(fn: Optional[Callable] = None, *, backend: Any = "inductor", fullgra
     name, backend_fn = lookup_backend(backend)
     if isinstance(fn, torch.nn.Module):
         from .compiled_module import CompiledModule
-        return CompiledModule(fn, name, backend_fn, fullgraph)
+        return CompiledModule(fn, name, backend_fn, fullgraph, dynamic)
     if isinstance(fn, CompiledFunction):
         return fn
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return types.MethodType(CompiledFunction(fn.__func__, name, backend_fn, fullgraph), fn.__self__)
+        return types.MethodType(CompiledFunction(fn.__func__, name, backend_fn, fullgraph, dynamic), fn.__self__)
     if not callable(fn):
         raise TypeError(f"bytegraph.compile() expects a callable, got {type(fn).__name__}")
     if not isinstance(fn, types.FunctionType):
         diagnostics.log("graph_breaks", "%r is not a Python function; it runs as it is", fn)
         return fn
-    return CompiledFunction(fn, name, backend_fn, fullgraph)
+    return CompiledFunction(fn, name, backend_fn, fullgraph, dynamic)
 
 
 def stats() -> Stats:

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Optional
 
 from . import config
 from .compiler import CacheEntry, compile_frame
+from .dynamic import DynamicPolicy
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
@@ -31,7 +32,8 @@ class FrameCache:
 
     closure_param = False
 
-    def __init__(self, backend_name: str, backend: Callable, fullgraph: bool):
+    def __init__(self, backend_name: str, backend: Callable, fullgraph: bool, dynamic=None):
+        self._policy = DynamicPolicy(dynamic)
         self._backend_name = backend_name
         self._backend = backend
         self._fullgraph = fullgraph
@@ -59,13 +61,18 @@ class FrameCache:
             return fn(*args, **kwargs)
         if self._entries:
             STATS.recompiles += 1
+            last = self._entries[-1]
             if ENABLED["recompiles"]:
-                reason = self._entries[-1].guard.why_failed(args, kwargs)
+                reason = last.guard.why_failed(args, kwargs)
                 log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
                     fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
+            shapes, ints = last.guard.observed(args, kwargs)
+            if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
+                log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
+                    {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
-                                  self.closure_param, self._runner_for)
+                                  self.closure_param, self._runner_for, self._policy)
         except Unsupported as e:
             return self._fall_back(fn, e.record(), sticky=(e.kind != "raises"), args=args, kwargs=kwargs)
         except BackendError as e:
@@ -81,6 +88,8 @@ class FrameCache:
                               "please report this bytegraph bug; the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
         self._entries.append(entry)
+        if entry.transformed:
+            self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs)[1])
         STATS.frames_compiled += 1
         emit("entry", entry)
         return self._run_entry(entry, fn, args, kwargs)
@@ -118,8 +127,9 @@ class CompiledFunction(FrameCache):
         tensor([1., 1.])
     """
 
-    def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool):
-        super().__init__(backend_name, backend, fullgraph)
+    def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool,
+                 dynamic=None):
+        super().__init__(backend_name, backend, fullgraph, dynamic)
         self._fn = fn
         functools.update_wrapper(self, fn)
 

@@ -29,6 +29,7 @@ from .values.base import Value
 from .values.cells import CellValue
 from .values.constants import ConstantValue
 from .values.containers import DictValue, ListValue, SetValue
+from .values.symbolic import SymIntValue
 from .values.tensors import TensorValue
 
 _SIMPLE_CONSTS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), types.CodeType)
@@ -64,7 +65,7 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
                 raise Unsupported("a cyclic data structure escapes the compiled function",
                                   kind="unreconstructable")
             return
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymIntValue)):
             if v.source is None and v.node not in seen_nodes:
                 seen_nodes.add(v.node)
                 tensors.append(v)
@@ -157,7 +158,7 @@ class Codegen:
         if temp is not None:
             self.emit("LOAD_FAST", temp)
             return
-        if isinstance(value, TensorValue):
+        if isinstance(value, (TensorValue, SymIntValue)):
             self.reconstruct_tensor(value)
             return
         if value.source is not None and (not isinstance(value, ConstantValue) or value.is_unguarded):
@@ -193,7 +194,7 @@ class Codegen:
             return
         if isinstance(value, CellValue) and value.is_root_cell:
             return  # LOAD_CLOSURE reads the frame's own cell: nothing to evaluate early
-        if isinstance(value, TensorValue) and value.node in self._tensor_temps:
+        if isinstance(value, (TensorValue, SymIntValue)) and value.node in self._tensor_temps:
             return
         self.reconstruct(value)
         if id(value) in self._temps:  # reconstruct already kept it (shared object)

@@ -36,11 +36,12 @@ class CompiledModule(torch.nn.Module):
         (torch.Size([1, 2]), True)
     """
 
-    def __init__(self, module: torch.nn.Module, backend_name: str, backend: Callable, fullgraph: bool):
+    def __init__(self, module: torch.nn.Module, backend_name: str, backend: Callable, fullgraph: bool,
+                 dynamic=None):
         super().__init__()
         object.__setattr__(self, "_orig_mod", module)
         object.__setattr__(self, "_bg_call", CompiledFunction(_module_caller(module), backend_name, backend,
-                                                              fullgraph))
+                                                              fullgraph, dynamic))
 
     def __call__(self, *args, **kwargs):
         return self._bg_call(*args, **kwargs)

@@ -35,7 +35,8 @@ class CacheEntry:
     keeps the original code.
     """
 
-    __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks")
+    __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks",
+                 "observed_shapes")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
                  transformed: bool = True, breaks: int = 0):
@@ -47,6 +48,7 @@ class CacheEntry:
         self.graph_count = len(graphs)
         self.compile_seconds = seconds
         self.breaks = breaks
+        self.observed_shapes = {}
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
@@ -56,7 +58,8 @@ class CacheEntry:
 
 
 def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,
-                  fullgraph: bool = False, closure_param: bool = False, runner_for=None) -> CacheEntry:
+                  fullgraph: bool = False, closure_param: bool = False, runner_for=None,
+                  policy=None) -> CacheEntry:
     """Trace ``fn(*args, **kwargs)`` and build a cache entry.
 
     Raises :class:`Unsupported` if the frame cannot be captured, not even in
@@ -64,7 +67,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     """
     start = time.perf_counter()
     plan: Optional[BreakPlan] = None
-    trace = Trace(fn)
+    trace = Trace(fn, policy)
     try:
         result = trace.run(args, kwargs)
     except UserException as e:
@@ -73,7 +76,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         if fullgraph:
             raise
         plan = plan_break(e)
-        trace = Trace(fn)
+        trace = Trace(fn, policy)
         trace.stop_step = plan.step
         try:
             result = trace.run(args, kwargs)
@@ -87,6 +90,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
 
     graph = trace.graph
     se = trace.side_effects
+    if graph.symbolic_inputs:
+        trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
     emitter = states = None
     if plan is not None:
         emitter = BreakEmitter(None, trace, plan, runner_for)
@@ -154,7 +159,10 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
-    return CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
+    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
+    entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
+                             if isinstance(i.example, torch.Tensor)}
+    return entry
 
 
 def _raises(e: UserException) -> Unsupported:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from .errors import Unsupported
 from .sources import Source
@@ -38,7 +39,10 @@ class OutputGraph:
 
     def __init__(self):
         self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.shape_env = ShapeEnv()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+        #: inputs with symbolic sizes or values: (fake or SymInt, source) for the shape guards
+        self.symbolic_inputs: List[tuple] = []
         self.inputs: List[GraphInput] = []
         self._input_by_id: Dict[int, Any] = {}   # id(real tensor) -> TensorValue
         self._keepalive: List[Any] = []
@@ -51,7 +55,7 @@ class OutputGraph:
         """The TensorValue already lifted for this real tensor, if any."""
         return self._input_by_id.get(id(real))
 
-    def add_input(self, real: torch.Tensor, source: Source, make_value):
+    def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=()):
         name = _placeholder_name(source, len(self.inputs))
         if name in self._names:
             name = f"{name}_{len(self.inputs)}"
@@ -67,7 +71,14 @@ class OutputGraph:
                 node = self.graph.placeholder(name)
         else:
             node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(real, static_shapes=True)
+        if dynamic_dims:
+            from .dynamic import SymbolSource
+            ctx = StatelessSymbolicContext(dynamic_sizes=[
+                DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC for d in range(real.dim())])
+            fake = self.fake_mode.from_tensor(real, symbolic_context=ctx, source=SymbolSource(source.name()))
+            self.symbolic_inputs.append((fake, source))
+        else:
+            fake = self.fake_mode.from_tensor(real, static_shapes=True)
         node.meta["example_value"] = fake
         node.meta["val"] = fake
         node.meta["source"] = source.name()
@@ -77,6 +88,32 @@ class OutputGraph:
         self._keepalive.append(real)
         self.value_of_fake[id(fake)] = value
         return value
+
+    def add_int_input(self, value: int, source: Source, make_value):
+        """An int argument made symbolic: a graph input holding a SymInt."""
+        from .dynamic import SymbolSource
+        name = _placeholder_name(source, len(self.inputs))
+        if name in self._names:
+            name = f"{name}_{len(self.inputs)}"
+        self._names.add(name)
+        sym = self.shape_env.create_unspecified_symint_and_symbol(value, SymbolSource(source.name()),
+                                                                  DimDynamic.DYNAMIC)
+        if self.inputs:
+            ctx = self.graph.inserting_after(self.inputs[-1].node)
+        elif len(self.graph.nodes):
+            ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
+        else:
+            ctx = None
+        if ctx is not None:
+            with ctx:
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = node.meta["val"] = sym
+        out = make_value(node, sym)
+        self.inputs.append(GraphInput(node, source, value, sym))
+        self.symbolic_inputs.append((sym, source))
+        return out
 
     # -- nodes ------------------------------------------------------------
     def create_node(self, op: str, target, args: tuple, kwargs: dict, fake) -> fx.Node:

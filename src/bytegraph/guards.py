@@ -47,6 +47,8 @@ _PRIORITY = {
     "TENSOR_ALIAS": 6,
     "NOT_IN_GLOBALS": 7,
     "GRAD_MODE": 8,
+    "SHAPE_ENV": 9,
+    "SHAPE_ENV_EXPR": 9,
 }
 
 
@@ -65,11 +67,16 @@ class Guard:
     others: Tuple[Source, ...] = ()
 
     @staticmethod
-    def tensor(source: Source, t: torch.Tensor) -> "Guard":
-        meta = (type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def tensor(source: Source, t: torch.Tensor, dynamic_dims=()) -> "Guard":
+        """Metadata of ``t``; ``None`` marks a symbolic size (the shape guards check it)."""
+        shape = tuple(None if d in dynamic_dims else s for d, s in enumerate(t.shape))
+        stride = None if dynamic_dims else tuple(t.stride())
+        meta = (type(t), t.dtype, t.device, shape, stride, t.requires_grad)
         return Guard("TENSOR_MATCH", source, meta)
 
     def _hash_key(self):
+        if self.kind == "SHAPE_ENV":
+            return (self.kind, id(self.expected[0]))
         exp = self.expected
         try:
             hash(exp)
@@ -103,8 +110,10 @@ class Guard:
             return f"list({src}.keys()) == {list(e)!r}"
         if k == "TENSOR_MATCH":
             typ, dtype, device, shape, stride, rg = e
+            shape_text = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+            stride_text = f" stride={list(stride)}" if stride is not None else ""
             return (f"{src}: {typ.__name__} dtype={dtype} device={device} "
-                    f"shape={list(shape)} stride={list(stride)} requires_grad={rg}")
+                    f"shape={shape_text}{stride_text} requires_grad={rg}")
         if k == "TENSOR_ALIAS":
             return f"{src} is {self.others[0].name()}"
         if k == "NO_TENSOR_ALIASING":
@@ -113,6 +122,10 @@ class Guard:
             return f"global {e!r} not defined (builtin {e!r} used)"
         if k == "GRAD_MODE":
             return f"torch.is_grad_enabled() == {e}"
+        if k == "SHAPE_ENV_EXPR":
+            return f"shape: {e}"
+        if k == "SHAPE_ENV":
+            return "shape environment guards"
         return f"{k}({src}, {e!r})"
 
 
@@ -160,6 +173,34 @@ class CompiledGuard:
 
     def describe(self) -> List[str]:
         return [g.describe() for g in self.guards]
+
+    def observed(self, args, kwargs):
+        """Shapes of the guarded tensors and values of the guarded root ints for a call
+        (what automatic dynamic compares between calls).  Slow path."""
+        from .sources import LocalSource
+        shapes, ints = {}, {}
+        try:
+            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
+            bound.apply_defaults()
+        except TypeError:
+            return shapes, ints
+        env = dict(self._namespace)
+        env.update(bound.arguments)
+        if self._closure_param:
+            env["___cells"] = self._signature_fn.__closure__ or ()
+        for setup, _cond, guard, value_var in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+                value = env.get(value_var) if value_var else None
+            except Exception:
+                continue
+            if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
+                shapes[guard.source.name()] = tuple(value.shape)
+            elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and isinstance(guard.source, LocalSource) \
+                    and type(value) is int:
+                ints[guard.source.name()] = value
+        return shapes, ints
 
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""
@@ -264,13 +305,17 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
             var_of[s] = var
         return var_of[source]
 
-    ordered = sorted(guards, key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
+    shape_guards = [g for g in guards if g.kind == "SHAPE_ENV"]
+    ordered = sorted((g for g in guards if g.kind != "SHAPE_ENV"),
+                     key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
     lines: List[Tuple[list, str, Guard, Optional[str]]] = []
     for g in ordered:
         setup: list = []
         cond = _condition(g, expr_of, setup, bind)
         lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
 
+    for g in shape_guards:
+        lines.extend(_shape_env_lines(g, expr_of))
     body = []
     for setup, cond, _, _ in lines:
         for var, text in setup:
@@ -292,6 +337,21 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     check.__kwdefaults__ = fn.__kwdefaults__
     log("guards", "guards for %s:\n%s", code.co_name, src)
     return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
+
+
+def _shape_env_lines(g: Guard, expr_of):
+    """The shape environment's guards over the symbolic inputs, as guard lines."""
+    from .dynamic import SymbolSource
+    shape_env, inputs = g.expected
+    setup: list = []
+    exprs = [expr_of(source, setup) for _, source in inputs]
+    codes = shape_env.produce_guards([fake for fake, _ in inputs], [SymbolSource(x) for x in exprs])
+    out = []
+    for i, code in enumerate(codes):
+        out.append((setup if i == 0 else [], code, Guard("SHAPE_ENV_EXPR", None, code), None))
+    if not codes and setup:
+        out.append((setup, "True", Guard("SHAPE_ENV_EXPR", None, "True"), None))
+    return out
 
 
 def _condition(g: Guard, expr_of, setup, bind) -> str:
@@ -321,9 +381,12 @@ def _condition(g: Guard, expr_of, setup, bind) -> str:
         return f"tuple({e}) == {bind(tuple(g.expected))}"
     if k == "TENSOR_MATCH":
         typ, dtype, device, shape, stride, rg = g.expected
-        return (f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)} "
-                f"and {e}.shape == {shape!r} and {e}.stride() == {stride!r} "
-                f"and {e}.requires_grad is {rg} and {e}.device == {bind(device)}")
+        head = f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)}"
+        tail = f"and {e}.requires_grad is {rg} and {e}.device == {bind(device)}"
+        if stride is not None:
+            return f"{head} and {e}.shape == {shape!r} and {e}.stride() == {stride!r} {tail}"
+        dims = " and ".join(f"{e}.shape[{i}] == {s}" for i, s in enumerate(shape) if s is not None)
+        return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "TENSOR_ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
     if k == "NO_TENSOR_ALIASING":

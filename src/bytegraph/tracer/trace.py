@@ -31,8 +31,10 @@ class Trace:
     mutations, and ``root`` the finished root frame.
     """
 
-    def __init__(self, fn: types.FunctionType):
+    def __init__(self, fn: types.FunctionType, policy=None):
+        from ..dynamic import DynamicPolicy
         self.fn = fn
+        self.policy = policy if policy is not None else DynamicPolicy(None)
         self.graph = OutputGraph()
         self.guards = GuardSet()
         self.side_effects = SideEffects()

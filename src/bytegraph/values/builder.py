@@ -44,6 +44,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
     """Symbolic value for a pre-existing ``obj`` read from ``source``."""
     guards = tx.guards
     t = type(obj)
+    if t is int and source is not None and tx.trace.policy.int_is_dynamic(source.name()):
+        from .symbolic import SymIntValue
+        guards.add(Guard("TYPE_MATCH", source, int))
+        return tx.graph.add_int_input(obj, source, lambda node, sym: SymIntValue(node, sym, source))
     if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis):
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
@@ -326,8 +330,9 @@ def _wrap_tensor(tx, obj: torch.Tensor, source):
         raise Unsupported(f"tensor subclass {type(obj).__name__}", kind="unsupported_tensor")
     if obj.is_sparse or obj.layout != torch.strided:
         raise Unsupported("non-strided tensor input", kind="unsupported_tensor")
-    tx.guards.add(Guard.tensor(source, obj))
-    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
+    dims = tx.trace.policy.tensor_dims(obj, source.name())
+    tx.guards.add(Guard.tensor(source, obj, dims))
+    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source), dims)
 
 
 def _type_len(guards, source, obj):

@@ -12,6 +12,7 @@ from .base import Value
 from .constants import ConstantValue, const
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, RangeValue, SetValue,
                          TupleValue)
+from .symbolic import SymIntValue
 from .tensors import TensorValue, _to_node, graph_call
 
 _NB_FUNCS = {
@@ -63,8 +64,18 @@ def _fold(tx, fn: Callable, *values: Value) -> Value:
     return wrap_derived_constant(tx, out, getattr(fn, "__name__", "op"))
 
 
+def _graph_value(v) -> bool:
+    return isinstance(v, (TensorValue, SymIntValue))
+
+
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if (isinstance(a, SymIntValue) or isinstance(b, SymIntValue)) and not (
+            isinstance(a, TensorValue) or isinstance(b, TensorValue)):
+        if not (_graph_value(a) or a.is_constant()) or not (_graph_value(b) or b.is_constant()):
+            raise Unsupported(f"operator {fn.__name__} on {a.type_name()} and {b.type_name()}",
+                              kind="unsupported_operator")
+        return graph_call(tx, "call_function", _INPLACE_TO_PLAIN.get(fn, fn), [a, b], {})
     if isinstance(a, TensorValue) and fn in _TENSOR_INPLACE_METHODS:
         return graph_call(tx, "call_method", _TENSOR_INPLACE_METHODS[fn], [a, b], {})
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
@@ -112,7 +123,7 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
 
 
 def unary_op(tx, fn: Callable, a: Value) -> Value:
-    if isinstance(a, TensorValue):
+    if isinstance(a, (TensorValue, SymIntValue)):
         return graph_call(tx, "call_function", fn, [a], {})
     if a.is_constant():
         return _fold(tx, fn, a)
@@ -156,7 +167,7 @@ def _real(v: Value):
 
 def compare(tx, op: str, a: Value, b: Value) -> Value:
     fn = COMPARE_FUNCS[op]
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+    if _graph_value(a) or _graph_value(b):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if a.is_constant() and b.is_constant():
         return _fold(tx, fn, a, b)
@@ -177,6 +188,8 @@ def _seq_key(tx, v: BaseListValue):
 
 def _equal(tx, a: Value, b: Value):
     """Structural equality where it can be decided at trace time, else None."""
+    if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
+        return compare(tx, "==", a, b).truth(tx)
     if same_object(a, b) and not (a.is_constant() and isinstance(a.as_constant(), float)):
         return True
     if a.is_constant() and b.is_constant():

@@ -26,6 +26,38 @@ from ..sources import AttrSource
 from .base import Value
 from .constants import ConstantValue, NONE, const
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
+from .symbolic import SYM_TYPES, SymIntValue, is_symbolic, sym_size
+
+
+class SizeValue(TupleValue):
+    """``x.shape`` / ``x.size()`` with symbolic dimensions: a ``torch.Size`` of
+    constants and :class:`SymIntValue`\s.  Reconstructs as ``torch.Size``."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        return torch.Size
+
+    def getitem(self, tx, index):
+        out = super().getitem(tx, index)
+        return SizeValue(out.items) if isinstance(out, TupleValue) else out
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel" and not args:
+            from .operators import binary_op
+            import operator as _op
+            acc = const(1)
+            for item in self.items:
+                acc = binary_op(tx, _op.mul, acc, item)
+            return acc
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.push_callable(torch.Size)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", arg=len(self.items))
+        cg.call(1)
 
 
 class TensorValue(Value):
@@ -61,6 +93,8 @@ class TensorValue(Value):
 
     def get_attr(self, tx, name):
         fake = self.fake
+        if name == "shape" and is_symbolic(fake.shape):
+            return SizeValue([sym_size(tx, self, d) for d in range(fake.dim())])
         if name in _METADATA_ATTRS:
             return const(getattr(fake, name))
         if name in ("T", "mT", "H", "mH", "real", "imag"):
@@ -143,6 +177,16 @@ class TensorMethodValue(Value):
                 else "unsupported_tensor_method"
             raise Unsupported(_UNSUPPORTED_METHODS[name], kind=kind,
                               hint="keep this outside the compiled region")
+        fake = self.tensor.fake
+        if name in ("size", "numel", "nelement", "__len__") and is_symbolic(fake.shape):
+            if name == "size" and not args and not kwargs:
+                return SizeValue([sym_size(tx, self.tensor, d) for d in range(fake.dim())])
+            if name == "size":
+                dim = (args[0] if args else kwargs["dim"]).as_constant()
+                return sym_size(tx, self.tensor, dim if dim >= 0 else dim + fake.dim())
+            if name == "__len__":
+                return sym_size(tx, self.tensor, 0)
+            return graph_call(tx, "call_function", torch.ops.aten.sym_numel.default, [self.tensor], {})
         if name in _CONSTANT_METHODS:
             try:
                 out = getattr(self.tensor.fake, name)(*[a.as_constant() for a in args],
@@ -256,7 +300,7 @@ TORCH_SPECIAL: Dict[Any, Any] = {
 
 
 def _to_node(tx, v: Value):
-    if isinstance(v, TensorValue):
+    if isinstance(v, (TensorValue, SymIntValue)):
         return v.node
     if isinstance(v, ConstantValue):
         return v.value
@@ -298,8 +342,7 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     """
     node_args = tuple(_to_node(tx, a) for a in args)
     node_kwargs = {k: _to_node(tx, v) for k, v in kwargs.items()}
-    if not any(isinstance(a, TensorValue) for a in args) and not any(isinstance(v, TensorValue) for v in kwargs.values()) \
-            and kind == "call_method":
+    if not _has_tensor(args, kwargs) and kind == "call_method":
         raise Unsupported(f"tensor method {target} without a tensor", kind="unsupported_graph_arg")
     fake_args = _to_fake(node_args)
     fake_kwargs = _to_fake(node_kwargs)
@@ -319,6 +362,9 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         raise
     except Exception as e:  # the user's own error (shape mismatch, bad argument): Python would raise it too
         tx.raise_python_exception(e)
+    if isinstance(out, SYM_TYPES):
+        node = graph.create_node(kind, target, node_args, node_kwargs, out)
+        return SymIntValue(node, out)
     if not _contains_tensor(out):
         if out is None and _has_tensor(args, kwargs):
             # torch ops that return None mutate their arguments (x.__setitem__,
@@ -333,7 +379,7 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
 
 def _has_tensor(args, kwargs) -> bool:
     def walk(v):
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymIntValue)):
             return True
         if isinstance(v, (TupleValue, ListValue)):
             return any(walk(x) for x in v.items)
@@ -371,10 +417,12 @@ def wrap_graph_result(tx, node, out) -> Value:
         value = TensorValue(node, out, torch.Tensor)
         graph.value_of_fake[id(out)] = value
         return value
+    if isinstance(out, SYM_TYPES):
+        return SymIntValue(node, out)
     if isinstance(out, (tuple, list)):
         items = []
         for i, o in enumerate(out):
-            if isinstance(o, torch.Tensor) or _contains_tensor(o):
+            if isinstance(o, (torch.Tensor,) + SYM_TYPES) or _contains_tensor(o):
                 sub = graph.create_node("call_function", operator.getitem, (node, i), {}, o)
                 items.append(wrap_graph_result(tx, sub, o))
             else:
