@@ -74,7 +74,8 @@ class OutputGraph:
         if dynamic_dims:
             from .dynamic import SymbolSource
             ctx = StatelessSymbolicContext(dynamic_sizes=[
-                DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC for d in range(real.dim())])
+                DimDynamic.DYNAMIC if d in dynamic_dims and real.shape[d] > 1 else DimDynamic.STATIC
+                for d in range(real.dim())])
             fake = self.fake_mode.from_tensor(real, symbolic_context=ctx, source=SymbolSource(source.name()))
             self.symbolic_inputs.append((fake, source))
         else:

@@ -69,7 +69,8 @@ class Guard:
     @staticmethod
     def tensor(source: Source, t: torch.Tensor, dynamic_dims=()) -> "Guard":
         """Metadata of ``t``; ``None`` marks a symbolic size (the shape guards check it)."""
-        shape = tuple(None if d in dynamic_dims else s for d, s in enumerate(t.shape))
+        # sizes 0 and 1 are specialized (the shape environment does the same)
+        shape = tuple(None if d in dynamic_dims and s > 1 else s for d, s in enumerate(t.shape))
         stride = None if dynamic_dims else tuple(t.stride())
         meta = (type(t), t.dtype, t.device, shape, stride, t.requires_grad)
         return Guard("TENSOR_MATCH", source, meta)

@@ -41,7 +41,8 @@ def _len(tx, args, kwargs):
     if isinstance(v, TensorValue):
         if v.fake.dim() == 0:
             tx.raise_python_exception(TypeError("len() of a 0-d tensor"))
-        return const(v.fake.shape[0])
+        from .symbolic import sym_size
+        return sym_size(tx, v, 0)
     if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
         return const(len(v.unpack(tx)) if not isinstance(v, DictValue) else len(v.entries))
     if v.is_constant():

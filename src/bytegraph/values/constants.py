@@ -9,6 +9,10 @@ from typing import List
 from ..errors import Unsupported
 from .base import Value
 
+import torch
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
 # Types whose values are immutable and rebuildable as code constants.
 LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 
@@ -25,6 +29,9 @@ class ConstantValue(Value):
     __slots__ = ("_value", "_pending_guard")
 
     def __init__(self, value, source=None, guard=None):
+        if isinstance(value, _SYMBOLIC):
+            # A symbolic size must stay a graph value; baking it in would be stale.
+            raise Unsupported("a symbolic size used as a constant", kind="internal")
         super().__init__(source)
         self._value = value
         #: ``(guard set, guard)`` installed on first use of the value: a

@@ -286,7 +286,7 @@ TORCH_SPECIAL: Dict[Any, Any] = {
     torch.get_default_dtype: _const_call(torch.get_default_dtype),
     torch.is_floating_point: lambda tx, a, k: const(a[0].fake.is_floating_point()),
     torch.is_complex: lambda tx, a, k: const(a[0].fake.is_complex()),
-    torch.numel: lambda tx, a, k: const(a[0].fake.numel()),
+    torch.numel: lambda tx, a, k: a[0].call_method(tx, "numel", [], {}),
     torch.promote_types: _const_call(torch.promote_types),
     torch.device: _const_call(torch.device),
     torch.Size: lambda tx, a, k: const(torch.Size([v.as_constant() for v in a[0].unpack(tx)]) if a else torch.Size()),
