@@ -171,8 +171,14 @@ def _raises(e: UserException) -> Unsupported:
 
 
 def _check_no_input_aliasing(trace: Trace) -> None:
-    # Distinct tensor inputs at trace time must stay distinct: a backend may
-    # rely on it (functionalized input mutations).
-    sources = [inp.source for inp in trace.graph.inputs]
+    # Distinct tensor inputs at trace time must stay distinct when the graph
+    # mutates something: a backend may functionalize the mutation.  A pure
+    # graph computes the same values whatever aliases, so it needs no check
+    # (the check costs an id() per input on every call).
+    from .graph import _is_impure
+    if not any(_is_impure(n) for n in trace.graph.graph.nodes if n.op in ("call_function", "call_method")
+               and n.target is not torch._C._set_grad_enabled):
+        return
+    sources = [inp.source for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
     if len(sources) > 1:
         trace.guards.add(Guard("NO_TENSOR_ALIASING", sources[0], None, tuple(sources[1:])))

@@ -340,6 +340,14 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
 
 
+def _contiguous_strides(shape) -> tuple:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(out))
+
+
 def _shape_env_lines(g: Guard, expr_of):
     """The shape environment's guards over the symbolic inputs, as guard lines."""
     from .dynamic import SymbolSource
@@ -383,9 +391,14 @@ def _condition(g: Guard, expr_of, setup, bind) -> str:
     if k == "TENSOR_MATCH":
         typ, dtype, device, shape, stride, rg = g.expected
         head = f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)}"
-        tail = f"and {e}.requires_grad is {rg} and {e}.device == {bind(device)}"
+        # NOTE: cheapest sufficient forms (measured): is_cpu instead of building a
+        # device, is_contiguous() instead of building the stride tuple when the
+        # expected strides are the contiguous ones.
+        on_device = f"{e}.is_cpu" if device.type == "cpu" else f"{e}.device == {bind(device)}"
+        tail = f"and {e}.requires_grad is {rg} and {on_device}"
         if stride is not None:
-            return f"{head} and {e}.shape == {shape!r} and {e}.stride() == {stride!r} {tail}"
+            layout = f"{e}.is_contiguous()" if stride == _contiguous_strides(shape) else f"{e}.stride() == {stride!r}"
+            return f"{head} and {e}.shape == {shape!r} and {layout} {tail}"
         dims = " and ".join(f"{e}.shape[{i}] == {s}" for i, s in enumerate(shape) if s is not None)
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "TENSOR_ALIAS":
