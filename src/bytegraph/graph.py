@@ -10,6 +10,7 @@ needs, and is handed to the backend.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -55,22 +56,26 @@ class OutputGraph:
         """The TensorValue already lifted for this real tensor, if any."""
         return self._input_by_id.get(id(real))
 
-    def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=()):
+    def _placeholder(self, source: Source, example) -> fx.Node:
+        """A new placeholder after the existing ones (inputs are found mid-trace)."""
         name = _placeholder_name(source, len(self.inputs))
         if name in self._names:
             name = f"{name}_{len(self.inputs)}"
         self._names.add(name)
         if self.inputs:
-            ctx = self.graph.inserting_after(self.inputs[-1].node)
+            where = self.graph.inserting_after(self.inputs[-1].node)
         elif len(self.graph.nodes):
-            ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
+            where = self.graph.inserting_before(next(iter(self.graph.nodes)))
         else:
-            ctx = None
-        if ctx is not None:
-            with ctx:
-                node = self.graph.placeholder(name)
-        else:
+            where = contextlib.nullcontext()
+        with where:
             node = self.graph.placeholder(name)
+        node.meta["example_value"] = node.meta["val"] = example
+        node.meta["source"] = source.name()
+        return node
+
+    def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=()):
+        """Lift ``real`` (read from ``source``) as a graph input; ``dynamic_dims`` get symbolic sizes."""
         if dynamic_dims:
             from .dynamic import SymbolSource
             ctx = StatelessSymbolicContext(dynamic_sizes=[
@@ -80,9 +85,7 @@ class OutputGraph:
             self.symbolic_inputs.append((fake, source))
         else:
             fake = self.fake_mode.from_tensor(real, static_shapes=True)
-        node.meta["example_value"] = fake
-        node.meta["val"] = fake
-        node.meta["source"] = source.name()
+        node = self._placeholder(source, fake)
         value = make_value(node, fake)
         self.inputs.append(GraphInput(node, source, real, fake))
         self._input_by_id[id(real)] = value
@@ -93,24 +96,9 @@ class OutputGraph:
     def add_int_input(self, value: int, source: Source, make_value):
         """An int argument made symbolic: a graph input holding a SymInt."""
         from .dynamic import SymbolSource
-        name = _placeholder_name(source, len(self.inputs))
-        if name in self._names:
-            name = f"{name}_{len(self.inputs)}"
-        self._names.add(name)
         sym = self.shape_env.create_unspecified_symint_and_symbol(value, SymbolSource(source.name()),
                                                                   DimDynamic.DYNAMIC)
-        if self.inputs:
-            ctx = self.graph.inserting_after(self.inputs[-1].node)
-        elif len(self.graph.nodes):
-            ctx = self.graph.inserting_before(next(iter(self.graph.nodes)))
-        else:
-            ctx = None
-        if ctx is not None:
-            with ctx:
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
-        node.meta["example_value"] = node.meta["val"] = sym
+        node = self._placeholder(source, sym)
         out = make_value(node, sym)
         self.inputs.append(GraphInput(node, source, value, sym))
         self.symbolic_inputs.append((sym, source))

@@ -175,20 +175,27 @@ class CompiledGuard:
     def describe(self) -> List[str]:
         return [g.describe() for g in self.guards]
 
+    def _env(self, args, kwargs) -> Optional[dict]:
+        """The guard's namespace with this call's arguments bound (slow paths only)."""
+        try:
+            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
+            bound.apply_defaults()
+        except TypeError:
+            return None
+        env = dict(self._namespace)
+        env.update(bound.arguments)
+        if self._closure_param:
+            env["___cells"] = self._signature_fn.__closure__ or ()
+        return env
+
     def observed(self, args, kwargs):
         """Shapes of the guarded tensors and values of the guarded root ints for a call
         (what automatic dynamic compares between calls).  Slow path."""
         from .sources import LocalSource
         shapes, ints = {}, {}
-        try:
-            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
-            bound.apply_defaults()
-        except TypeError:
+        env = self._env(args, kwargs)
+        if env is None:
             return shapes, ints
-        env = dict(self._namespace)
-        env.update(bound.arguments)
-        if self._closure_param:
-            env["___cells"] = self._signature_fn.__closure__ or ()
         for setup, _cond, guard, value_var in self._lines:
             try:
                 for var, expr in setup:
@@ -205,15 +212,9 @@ class CompiledGuard:
 
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""
-        try:
-            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
-            bound.apply_defaults()
-        except TypeError as e:
-            return f"arguments do not bind: {e}"
-        env = dict(self._namespace)
-        env.update(bound.arguments)
-        if self._closure_param:
-            env["___cells"] = self._signature_fn.__closure__ or ()
+        env = self._env(args, kwargs)
+        if env is None:
+            return "the arguments do not bind to the function's signature"
         for setup, cond, guard, value_var in self._lines:
             try:
                 for var, expr in setup:

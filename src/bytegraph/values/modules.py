@@ -161,7 +161,7 @@ class SuperValue(Value):
                     return _ObjectSlot(name, self.receiver)
                 if getattr(attr, "__objclass__", None) is dict and name in _DICT_READS and \
                         isinstance(self.receiver, UserObjectValue) and self.receiver.source is not None:
-                    return _DictRead(self.receiver, name)
+                    return _MappingRead(self.receiver.source, self.receiver.obj, name, dict)
                 return tx.wrap(attr, src)
         if name == "__init__":
             return _ObjectSlot(name, self.receiver)
@@ -174,27 +174,30 @@ class SuperValue(Value):
 _DICT_READS = ("get", "__getitem__", "__contains__")
 
 
-class _DictRead(Value):
-    """``super().get(key)`` (and ``__getitem__``/``__contains__``) on a
-    pre-existing dict subclass: read the real entry, guarded through its source."""
+class _MappingRead(Value):
+    """A read of a pre-existing mapping (``super().get(k)`` on a dict subclass,
+    ``os.environ.get(k)``): the real entry at trace time, with its presence
+    guarded through the mapping's source and its value through the item's."""
 
-    __slots__ = ("receiver", "name")
+    __slots__ = ("source_of_mapping", "mapping", "name", "via")
 
-    def __init__(self, receiver, name):
+    def __init__(self, source_of_mapping, mapping, name, via=None):
         super().__init__()
-        self.receiver = receiver
+        self.source_of_mapping = source_of_mapping
+        self.mapping = mapping
         self.name = name
+        self.via = via  # ``dict`` to bypass a subclass's own methods, as super() does
 
     def call(self, tx, args, kwargs):
         key = args[0].as_constant()
-        real = self.receiver.obj
-        src = self.receiver.source
-        present = dict.__contains__(real, key)
+        kind = self.via or type(self.mapping)
+        present = kind.__contains__(self.mapping, key)
+        src = self.source_of_mapping
         tx.guards.add(Guard("DICT_CONTAINS", src, (key, present)))
         if self.name == "__contains__":
             return const(present)
         if present:
-            return tx.wrap(dict.__getitem__(real, key), ItemSource(src, key))
+            return tx.wrap(kind.__getitem__(self.mapping, key), ItemSource(src, key))
         if self.name == "get":
             return args[1] if len(args) > 1 else NONE
         tx.raise_python_exception(KeyError(key))
@@ -210,35 +213,14 @@ class EnvironValue(Value):
         return type(os.environ)
 
     def get_attr(self, tx, name):
-        if name in ("get", "__getitem__", "__contains__"):
-            return _EnvironRead(self, name)
+        import os
+        if name in _DICT_READS:
+            return _MappingRead(self.source, os.environ, name)
         raise Unsupported(f"os.environ.{name}", kind="unsupported_library")
 
     def getitem(self, tx, key):
-        return _EnvironRead(self, "__getitem__").call(tx, [key], {})
-
-
-class _EnvironRead(Value):
-    __slots__ = ("env", "name")
-
-    def __init__(self, env, name):
-        super().__init__()
-        self.env = env
-        self.name = name
-
-    def call(self, tx, args, kwargs):
         import os
-        key = args[0].as_constant()
-        src = self.env.source
-        present = key in os.environ
-        tx.guards.add(Guard("DICT_CONTAINS", src, (key, present)))
-        if self.name == "__contains__":
-            return const(present)
-        if present:
-            return tx.wrap(os.environ[key], ItemSource(src, key))
-        if self.name == "get":
-            return args[1] if len(args) > 1 else NONE
-        tx.raise_python_exception(KeyError(key))
+        return _MappingRead(self.source, os.environ, "__getitem__").call(tx, [key], {})
 
 
 class _ObjectSlot(Value):
