@@ -207,3 +207,24 @@ def test_recompile_reason_is_logged(caplog):
         diagnostics.set_logs("")
     text = caplog.text
     assert "recompiling" in text and "shape=[2]" in text and "got" in text and "shape=[3]" in text
+
+
+def test_cache_keeps_no_dropped_user_object_alive_and_dead_ids_never_match():
+    import gc
+    import weakref
+
+    def f(m, x):
+        return m(x)
+
+    cf, _ = compiled(f)
+    refs = []
+    for _ in range(5):
+        m = torch.nn.Linear(3, 3)
+        refs.append(weakref.ref(m))
+        cf(m, torch.ones(3))
+        del m
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert cf._entries == []  # entries guarding a collected object are dropped (its id may be reused)
+    m = torch.nn.Linear(3, 3)
+    torch.testing.assert_close(cf(m, torch.ones(3)), m(torch.ones(3)))

@@ -88,6 +88,7 @@ class FrameCache:
                               "please report this bytegraph bug; the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
         self._entries.append(entry)
+        entry.guard.on_dead(lambda ref=weakref.ref(self), e=entry: _drop_entry(ref, e))
         if entry.transformed:
             self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs)[1])
         STATS.frames_compiled += 1
@@ -185,6 +186,12 @@ def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> Fr
         runner = _RUNNERS[key] = FrameRunner(backend_name, backend, fullgraph=False)
         runner._backend_keepalive = backend
     return runner
+
+
+def _drop_entry(cache_ref, entry) -> None:
+    cache = cache_ref()
+    if cache is not None and entry in cache._entries:
+        cache._entries.remove(entry)
 
 
 def _fn_location(fn) -> UserLocation:

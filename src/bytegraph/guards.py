@@ -26,6 +26,7 @@ import builtins
 import dataclasses
 import inspect
 import types
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -131,6 +132,8 @@ class Guard:
 
 
 def _short(obj) -> str:
+    if isinstance(obj, _Forgotten):
+        return f"<{obj.type_name} {obj.__qualname__}>"
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     if name:
         return f"<{type(obj).__name__} {name}>"
@@ -161,10 +164,15 @@ class CompiledGuard:
     ``why_failed(*args, **kwargs)`` names the first failing guard (slow path).
     """
 
-    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn", "_closure_param")
+    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn", "_closure_param",
+                 "_watchers", "dead", "_on_dead")
 
-    def __init__(self, check, source, guards, namespace, lines, signature_fn, closure_param=False):
+    def __init__(self, check, source, guards, namespace, lines, signature_fn, closure_param=False, watchers=()):
         self._closure_param = closure_param
+        #: weak references to identity-guarded objects; when one dies the entry is invalid
+        self._watchers = list(watchers)
+        self.dead = False
+        self._on_dead: list = []
         self.check = check
         self.source = source
         self.guards = guards
@@ -174,6 +182,18 @@ class CompiledGuard:
 
     def describe(self) -> List[str]:
         return [g.describe() for g in self.guards]
+
+    def on_dead(self, callback) -> None:
+        """Call ``callback`` when an object this guard checks by identity is collected."""
+        self._on_dead.append(callback)
+
+    def _died(self, _ref) -> None:
+        # The id of a dead object may be reused: this entry must never match again.
+        if not self.dead:
+            self.dead = True
+            self.check = _never
+            for cb in self._on_dead:
+                cb()
 
     def _env(self, args, kwargs) -> Optional[dict]:
         """The guard's namespace with this call's arguments bound (slow paths only)."""
@@ -244,6 +264,21 @@ def _actual(guard: Guard, value) -> str:
     return f" (got {value!r})"
 
 
+def _never(*args, **kwargs) -> bool:
+    return False
+
+
+class _Forgotten:
+    """Stands in for an identity-guarded object in a compiled guard's records,
+    so the cache does not keep the object alive."""
+
+    __slots__ = ("__qualname__", "type_name")
+
+    def __init__(self, obj):
+        self.__qualname__ = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or f"{id(obj):#x}"
+        self.type_name = type(obj).__name__
+
+
 def _signature_text(code: types.CodeType) -> str:
     """The parameter list of ``code`` without defaults (defaults are attached afterwards)."""
     names = code.co_varnames
@@ -291,6 +326,12 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         return name
 
     var_of: Dict[Source, str] = {}
+    watched: list = []
+
+    def weak_id(obj) -> int:
+        """Watch ``obj`` (weakly, once compiled); its id is safe to compare while it lives."""
+        watched.append((obj, None))
+        return id(obj)
 
     def expr_of(source: Source, setup: list) -> str:
         """Name of a local holding ``source``; appends the assignments it needs."""
@@ -313,7 +354,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     lines: List[Tuple[list, str, Guard, Optional[str]]] = []
     for g in ordered:
         setup: list = []
-        cond = _condition(g, expr_of, setup, bind)
+        cond = _condition(g, expr_of, setup, bind, weak_id)
         lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
 
     for g in shape_guards:
@@ -338,7 +379,20 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     check.__defaults__ = fn.__defaults__
     check.__kwdefaults__ = fn.__kwdefaults__
     log("guards", "guards for %s:\n%s", code.co_name, src)
-    return CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
+    lines = [(s, c, _forget(guard), v) for s, c, guard, v in lines]
+    compiled = CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
+    for obj, _ in watched:
+        try:
+            compiled._watchers.append(weakref.ref(obj, compiled._died))
+        except TypeError:  # not weakly referenceable: bind it strongly instead
+            ns[f"___keep{len(ns)}"] = obj
+    return compiled
+
+
+def _forget(guard: Guard) -> Guard:
+    if guard.kind == "ID_MATCH":
+        return Guard("ID_MATCH", guard.source, _Forgotten(guard.expected))
+    return guard
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -347,6 +401,14 @@ def _contiguous_strides(shape) -> tuple:
         out.append(acc)
         acc *= max(s, 1)
     return tuple(reversed(out))
+
+
+def _weakrefable(obj) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
 
 
 def _shape_env_lines(g: Guard, expr_of):
@@ -364,7 +426,7 @@ def _shape_env_lines(g: Guard, expr_of):
     return out
 
 
-def _condition(g: Guard, expr_of, setup, bind) -> str:
+def _condition(g: Guard, expr_of, setup, bind, weak_id=None) -> str:
     k = g.kind
     if k == "GRAD_MODE":
         return f"___grad_enabled() is {g.expected}"
@@ -374,7 +436,10 @@ def _condition(g: Guard, expr_of, setup, bind) -> str:
     if k == "TYPE_MATCH":
         return f"type({e}) is {bind(g.expected)}"
     if k == "ID_MATCH":
-        return f"{e} is {bind(g.expected)}"
+        obj = g.expected
+        if weak_id is not None and _weakrefable(obj):
+            return f"id({e}) == {weak_id(obj)}"
+        return f"{e} is {bind(obj)}"
     if k == "CONSTANT_MATCH":
         v = g.expected
         if v is None or v is True or v is False or v is Ellipsis:
