@@ -223,3 +223,14 @@ def test_package_never_imports_dynamo_or_calls_torch_compile():
                          re.M)
     offenders = [str(p) for p in root.rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_tensor_subclass_and_sparse_inputs_run_eagerly():
+    class Sub(torch.Tensor):
+        pass
+
+    f = bytegraph.compile(lambda x: x * 2, backend=CountingBackend())
+    out = f(torch.ones(2).as_subclass(Sub))
+    assert type(out) is Sub
+    torch.testing.assert_close(f(torch.eye(2).to_sparse()).to_dense(), torch.eye(2) * 2)
+    assert bytegraph.stats().eager_fallbacks >= 1

@@ -225,3 +225,10 @@ def test_backward_and_optimizer_step_inside_compiled_function_break_cleanly():
     for p, q in zip(eager.parameters(), other.parameters()):
         torch.testing.assert_close(p, q)
     assert bytegraph.stats().graphs >= 1
+
+
+def test_compiled_container_module_keeps_its_protocol():
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    compiled = bytegraph.compile(seq, backend="eager")
+    assert compiled[0] is seq[0] and len(compiled) == 2 and list(compiled) == list(seq)
+    assert seq[1] in compiled

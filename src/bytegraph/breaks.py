@@ -49,6 +49,9 @@ def plan_break(exc: Unsupported) -> BreakPlan:
     index, step = exc.index, exc.step
     record = exc.record()
     while True:
+        origin = origin_of(frame.code)
+        if origin is not None and index < origin.offset:
+            raise exc  # inside bytegraph's own prologue: splitting there would only recurse
         visited = set(frame.head_steps)
         lp = outermost_loop(frame.code, index, visited)
         if frame.parent is None:

@@ -62,6 +62,19 @@ class CompiledModule(torch.nn.Module):
     def __delattr__(self, name):
         delattr(self._orig_mod, name)
 
+    # containers of modules (Sequential, ModuleList, ModuleDict) keep their protocol
+    def __getitem__(self, key):
+        return self._orig_mod[key]
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
+    def __contains__(self, item):
+        return item in self._orig_mod
+
     def __dir__(self):
         return dir(self._orig_mod)
 

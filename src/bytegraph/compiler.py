@@ -26,6 +26,11 @@ from .guards import CompiledGuard, Guard, compile_guards
 from .tracer import Trace
 
 
+#: Failures that a graph break cannot get past (the value would fail again in
+#: the resume function): the whole frame runs eagerly instead.
+NO_BREAK_KINDS = frozenset({"unsupported_input", "internal"})
+
+
 class CacheEntry:
     """A compiled variant of one frame: its check and its transformed code.
 
@@ -73,7 +78,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     except UserException as e:
         raise _raises(e)
     except Unsupported as e:
-        if fullgraph:
+        if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
         plan = plan_break(e)
         trace = Trace(fn, policy)

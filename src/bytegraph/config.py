@@ -16,14 +16,8 @@ force_transform: bool = False
 #: Raise internal errors instead of falling back to eager (for bytegraph's own tests).
 raise_on_error: bool = False
 
-#: Check every opcode handler's stack effect against ``dis.stack_effect``.
-debug_check_stack_effect: bool = False
-
 #: Maximum depth of inlined user calls before the call is treated as unsupported.
 max_inline_depth: int = 64
-
-#: Upper bound on executed instructions per trace; guards against endless loops.
-max_trace_instructions: int = 2_000_000
 
 #: Items a generator called inside a trace may yield (it is run to completion).
 max_generator_items: int = 100_000

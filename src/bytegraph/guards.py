@@ -225,7 +225,7 @@ class CompiledGuard:
                 continue
             if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
                 shapes[guard.source.name()] = tuple(value.shape)
-            elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and isinstance(guard.source, LocalSource) \
+            elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(guard.source) \
                     and type(value) is int:
                 ints[guard.source.name()] = value
         return shapes, ints
@@ -262,6 +262,14 @@ def _actual(guard: Guard, value) -> str:
         except TypeError:
             return ""
     return f" (got {value!r})"
+
+
+def _argument_source(source) -> bool:
+    """An argument of the call: a parameter, or an item of ``*args`` (ints there may become symbolic)."""
+    from .sources import ItemSource, LocalSource
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
 
 
 def _never(*args, **kwargs) -> bool:

@@ -325,11 +325,12 @@ def _wrap_tensor(tx, obj: torch.Tensor, source):
             tx.guards.add(Guard("TENSOR_ALIAS", source, others=(existing.source,)))
         return existing
     if source is None:
-        raise Unsupported("a tensor without a source (constant tensor object)", kind="unsupported_tensor")
+        raise Unsupported("a tensor without a source (constant tensor object)", kind="unsupported_input")
     if type(obj) not in (torch.Tensor, torch.nn.Parameter):
-        raise Unsupported(f"tensor subclass {type(obj).__name__}", kind="unsupported_tensor")
+        raise Unsupported(f"tensor subclass {type(obj).__name__}", kind="unsupported_input",
+                          hint="tensor subclasses run eagerly")
     if obj.is_sparse or obj.layout != torch.strided:
-        raise Unsupported("non-strided tensor input", kind="unsupported_tensor")
+        raise Unsupported("non-strided tensor input", kind="unsupported_input", hint="sparse tensors run eagerly")
     dims = tx.trace.policy.tensor_dims(obj, source.name())
     tx.guards.add(Guard.tensor(source, obj, dims))
     return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source), dims)

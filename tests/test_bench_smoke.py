@@ -1,0 +1,45 @@
+"""Smoke test of the side-by-side benchmark (bench/run.py): one tiny workload,
+one repetition, in a subprocess; it must exit 0 and print a markdown table
+with a torch.compile column and a bytegraph column."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.timeout(120)
+def test_bench_quick_tiny_run(tmp_path):
+    out_md = tmp_path / "results.md"
+    raw = tmp_path / "raw.json"
+    cmd = [sys.executable, os.path.join(REPO, "bench", "run.py"), "--quick", "--repeat", "1",
+           "--workloads", "pointwise_1", "--metrics", "first_call,overhead",
+           "--output", str(out_md), "--json", str(raw)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    lines = proc.stdout.splitlines()
+    headers = [ln for ln in lines if ln.startswith("| workload |")]
+    assert headers, proc.stdout
+    assert any("torch.compile median" in h and "bytegraph median" in h and "bytegraph / torch.compile" in h
+               for h in headers), headers
+    rows = [ln for ln in lines if ln.startswith("| pointwise_1 |")]
+    assert rows, proc.stdout
+    assert "## First call, warm (ms)" in proc.stdout
+    assert "## Steady-state per-call overhead over eager" in proc.stdout
+    assert out_md.read_text() == proc.stdout
+
+    results = json.loads(raw.read_text())["results"]
+    assert {(r["frontend"], r["metric"]) for r in results} == {
+        ("torch", "first_call"), ("torch", "overhead"), ("bytegraph", "first_call"), ("bytegraph", "overhead")}
+    # torch.compile is the reference: it must capture this function in one graph, correctly
+    for r in results:
+        if r["frontend"] == "torch":
+            assert r["ok"], r
+            assert r["graphs"] == 1 and r["correct"], r
