@@ -24,6 +24,9 @@ def key_of(v: Value):
     """
     if v.is_constant():
         return ("c", v.as_constant())
+    from .symbolic import SymIntValue
+    if isinstance(v, SymIntValue):
+        return ("c", v.as_constant())  # a symbolic size used as a key: specialize (guarded)
     from .tensors import TensorValue
     if isinstance(v, TensorValue):
         return ("id", id(v.fake))
