@@ -439,3 +439,34 @@ def test_grad_mode_is_right_after_breaks_in_grad_contexts(shape):
 
     run_twice_each(make, torch.ones(2, requires_grad=True))
     assert torch.is_grad_enabled()
+
+
+def test_break_inside_autocast_reenters_it_and_reuses_entries():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            print("in autocast")
+            z = y @ w
+        return y.dtype, z.dtype, (z.float() + 1).sum()
+
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    with contextlib.redirect_stdout(io.StringIO()):
+        expected = f(x, w)
+        for _ in range(3):
+            assert_same(expected, cf(x, w))
+    assert bytegraph.stats().recompiles == 0
+
+
+def test_identity_of_user_objects_is_guarded_when_compared():
+    class Box:
+        pass
+
+    a, b = Box(), Box()
+
+    def f(x, p, q):
+        return x + 1 if p is q else x - 1
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    torch.testing.assert_close(cf(torch.zeros(1), a, a), torch.ones(1))
+    torch.testing.assert_close(cf(torch.zeros(1), a, b), -torch.ones(1))

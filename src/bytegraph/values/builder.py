@@ -117,10 +117,18 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _wrap_bound_builtin(tx, obj, source)
     if t is functools.partial and source is not None:
         return _wrap_partial(tx, obj, source)
-    # Everything below is identified by identity.
+    # Functions, classes, modules and nn.Modules are identified by identity; a
+    # plain user object by its type (what its behaviour depends on: the
+    # attributes read from it are guarded one by one).  Objects made afresh on
+    # every call, such as a context manager carried across a graph break, then
+    # reuse the entry.
+    value = wrap_callable_or_object(tx, obj, source)
     if source is not None:
-        guards.add(Guard("ID_MATCH", source, obj))
-    return wrap_callable_or_object(tx, obj, source)
+        if type(value) is UserObjectValue:
+            guards.add(Guard("TYPE_MATCH", source, type(obj)))
+        else:
+            guards.add(Guard("ID_MATCH", source, obj))
+    return value
 
 
 def wrap_callable_or_object(tx, obj, source):
@@ -165,7 +173,7 @@ def wrap_callable_or_object(tx, obj, source):
     if source is None:
         return OpaqueValue(obj, None, f"object of type {t.__name__} created outside the trace",
                            "unsupported_object", "")
-    value = UserObjectValue(obj, source)
+    value = UserObjectValue(obj, source, tx.guards)
     tx.side_effects.track_existing(obj, value)
     return value
 

@@ -104,13 +104,16 @@ class UserObjectValue(Value):
     Attribute reads look the attribute up on the real object (instance dict
     first, then the class: methods become bound methods, properties are
     inlined) and guard what they read; writes are buffered side effects.
+    The object itself is guarded by type; ``is`` comparisons add an identity
+    guard (``guard_set``).
     """
 
-    __slots__ = ("obj",)
+    __slots__ = ("obj", "guard_set")
 
-    def __init__(self, obj, source=None):
+    def __init__(self, obj, source=None, guard_set=None):
         super().__init__(source)
         self.obj = obj
+        self.guard_set = guard_set
 
     def python_type(self):
         return type(self.obj)

@@ -143,8 +143,18 @@ def same_object(a: Value, b: Value) -> bool:
         return a.fake is b.fake
     ra, rb = _real(a), _real(b)
     if ra is not None and rb is not None:
+        _guard_identity(a)
+        _guard_identity(b)
         return ra[0] is rb[0]
     return False
+
+
+def _guard_identity(v: Value) -> None:
+    """User objects are guarded by type only; an ``is`` answer needs their identity."""
+    from .objects import UserObjectValue
+    if type(v) is UserObjectValue and v.source is not None and v.guard_set is not None:
+        from ..guards import Guard
+        v.guard_set.add(Guard("ID_MATCH", v.source, v.obj))
 
 
 def _real(v: Value):
