@@ -232,3 +232,33 @@ def test_compiled_container_module_keeps_its_protocol():
     compiled = bytegraph.compile(seq, backend="eager")
     assert compiled[0] is seq[0] and len(compiled) == 2 and list(compiled) == list(seq)
     assert seq[1] in compiled
+
+
+def test_same_module_passed_twice_then_two_modules():
+    def f(x, m1, m2):
+        return m2(m1(x))
+
+    a, b = nn.Linear(2, 2), nn.Linear(2, 2)
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    x = torch.randn(1, 2)
+    torch.testing.assert_close(cf(x, a, a), f(x, a, a))
+    torch.testing.assert_close(cf(x, a, b), f(x, a, b))
+
+
+def test_tied_weights_then_untied():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(3, 3, bias=False)
+            self.dec = nn.Linear(3, 3, bias=False)
+            self.dec.weight = self.enc.weight
+
+        def forward(self, x):
+            return self.dec(self.enc(x))
+
+    m = Tied()
+    cf = bytegraph.compile(m, backend=CountingBackend())
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(cf(x), m(x))
+    m.dec.weight = nn.Parameter(torch.randn(3, 3))
+    torch.testing.assert_close(cf(x), m(x))

@@ -57,6 +57,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
     se = tx.side_effects
     known = se.existing(obj)
     if known is not None:
+        if source is not None and known.source is not None and source != known.source:
+            # one object reached through two paths: later calls must alias the same way
+            guards.add(Guard("TENSOR_ALIAS", source, others=(known.source,)))
         return known
     if t is list:
         _type_len(guards, source, obj)
@@ -318,6 +321,8 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
     graph = tx.graph
     existing = graph.input_for(obj)
     if existing is not None:
+        if existing.source is not None and source != existing.source:
+            tx.guards.add(Guard("TENSOR_ALIAS", source, others=(existing.source,)))  # tied weights
         return existing
     if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided:
         return _wrap_tensor(tx, obj, source)
