@@ -52,6 +52,7 @@ def _fresh_bytegraph():
     leaked = not torch.is_grad_enabled()
     torch.set_grad_enabled(True)
     assert not leaked, "the test left grad mode disabled"
+    assert not torch.is_autocast_enabled("cpu"), "the test left autocast enabled"
 
 
 # ---------------------------------------------------------------------------

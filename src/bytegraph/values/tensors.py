@@ -11,6 +11,7 @@ shapes are static for now, and inputs' metadata is guarded.
 from __future__ import annotations
 
 import operator
+import re
 import types
 from typing import Any, Dict, List
 
@@ -221,6 +222,21 @@ _TORCH_SIDE_EFFECTS = {
 }
 
 
+_GLOBAL_STATE_NAME = re.compile(r"^_?(set|clear|reset|increment|decrement|enable|disable|push|pop|add)_|autocast")
+
+
+def _mutates_global_state(fn) -> bool:
+    """torch functions that change process-wide state (autocast, modes, flags).
+
+    They must never run at trace time (the fake execution would really call
+    them) nor be captured; each is a graph break and runs natively."""
+    if isinstance(fn, types.FunctionType):
+        return False
+    mod = getattr(fn, "__module__", "") or ""
+    name = getattr(fn, "__name__", "") or ""
+    return (mod == "torch" or mod.startswith("torch._C")) and bool(_GLOBAL_STATE_NAME.search(name))
+
+
 class TorchFunctionValue(Value):
     """A function from the ``torch`` namespace (``torch.add``, ``F.relu``,
     ``torch.Tensor.add``, ``torch.ops.aten.mm``).  Calls become graph nodes;
@@ -255,7 +271,7 @@ class TorchFunctionValue(Value):
         special = TORCH_SPECIAL.get(fn)
         if special is not None:
             return special(tx, args, kwargs)
-        if fn in _TORCH_SIDE_EFFECTS:
+        if fn in _TORCH_SIDE_EFFECTS or _mutates_global_state(fn):
             raise Unsupported(f"call to {_fn_name(fn)}() (global side effect)", kind="unsupported_torch_function",
                               hint="call it outside the compiled function")
         return graph_call(tx, "call_function", fn, args, kwargs)
