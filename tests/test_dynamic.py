@@ -145,6 +145,7 @@ def test_real_models_with_varying_sequence_length_and_batch(name):
             x = torch.randint(0, 100, (batch, seq), generator=torch.Generator().manual_seed(seq))
             torch.testing.assert_close(compiled(x)[0], model(x)[0], rtol=1e-4, atol=1e-5)
     assert len(compiled._bg_call._entries) <= 4
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().frames_compiled <= 4
 
 
 def test_int_arguments_of_a_compiled_module_become_symbolic():

@@ -90,6 +90,15 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         tx.side_effects.mutate(a)
         a.items = a.items * b.as_constant()
         return a
+    if isinstance(a, TupleValue) and plain is operator.add and (
+            isinstance(b, TupleValue) or b.is_constant() and isinstance(b.as_constant(), tuple)):
+        # tuple-like + tuple-like: torch.Size on the left stays a torch.Size, as in Python
+        from .tensors import SizeValue
+        items = a.items + (b.items if isinstance(b, TupleValue) else b.unpack(tx))
+        if isinstance(a, SizeValue):
+            return SizeValue(items)
+        if type(a) in (TupleValue,) or isinstance(a, TupleValue) and a.python_type() is tuple:
+            return TupleValue(items)
     if isinstance(a, BaseListValue) and plain is operator.add:
         if type(a) is type(b) or (isinstance(b, BaseListValue) and type(b).python_type(b) is a.python_type()):
             return type(a)(a.items + b.items) if type(a) in (TupleValue, ListValue) else TupleValue(a.items + b.items)
