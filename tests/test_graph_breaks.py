@@ -470,3 +470,22 @@ def test_identity_of_user_objects_is_guarded_when_compared():
     cf = bytegraph.compile(f, backend=CountingBackend())
     torch.testing.assert_close(cf(torch.zeros(1), a, a), torch.ones(1))
     torch.testing.assert_close(cf(torch.zeros(1), a, b), -torch.ones(1))
+
+
+def test_exception_from_a_natively_run_instruction_reaches_the_users_handler():
+    def f(x):
+        y = x * 2
+        try:
+            zlib.decompress(b"not compressed")  # C function: runs natively, raises
+            y = y + 100
+        except zlib.error:
+            y = y - 1
+        finally:
+            y = y * 3
+        return y
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), f(x))
+    torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
+    assert bytegraph.stats().eager_fallbacks == 0 and bytegraph.stats().graph_breaks >= 1
