@@ -234,3 +234,19 @@ def test_tensor_subclass_and_sparse_inputs_run_eagerly():
     assert type(out) is Sub
     torch.testing.assert_close(f(torch.eye(2).to_sparse()).to_dense(), torch.eye(2) * 2)
     assert bytegraph.stats().eager_fallbacks >= 1
+
+
+def test_compiled_function_called_from_compiled_code_is_inlined():
+    @bytegraph.compile(backend="eager")
+    def inner(x):
+        return x.sin() + 1
+
+    be = CountingBackend()
+
+    @bytegraph.compile(backend=be, fullgraph=True)
+    def outer(x):
+        return inner(x) * 2
+
+    x = torch.randn(3)
+    torch.testing.assert_close(outer(x), (x.sin() + 1) * 2)
+    assert be.count == 1

@@ -120,6 +120,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _wrap_bound_builtin(tx, obj, source)
     if t is functools.partial and source is not None:
         return _wrap_partial(tx, obj, source)
+    from ..cache import CompiledFunction
+    if isinstance(obj, CompiledFunction) and source is not None:
+        # a compiled function called from traced code: trace the function itself
+        return wrap(tx, obj._fn, AttrSource(source, "_fn"))
     # Functions, classes, modules and nn.Modules are identified by identity; a
     # plain user object by its type (what its behaviour depends on: the
     # attributes read from it are guarded one by one).  Objects made afresh on
