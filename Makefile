@@ -2,8 +2,8 @@
 #
 #   make demo        create/refresh .venv, then run examples/demo.py
 #   make test        create/refresh .venv (dev + model test deps), then run the test suite
-#   make bench       full benchmark (bench/run.py), once it exists
-#   make bench-quick short benchmark run
+#   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
+#   make bench-quick short benchmark run (< 2 minutes)
 #   make test-models optional model tests (adds requirements-models.txt)
 #   make clean       remove the venv and build/test debris
 #
@@ -55,19 +55,14 @@ test: $(MODELS_STAMP)
 test-models: $(MODELS_STAMP)
 	$(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) -m models $(PYTEST_ARGS)
 
-bench: $(STAMP)
-	@if [ -f bench/run.py ]; then \
-		$(PY) bench/run.py $(BENCH_ARGS); \
-	else \
-		echo "bench/run.py does not exist yet: nothing to benchmark"; \
-	fi
+# Full benchmark: every workload, including the transformers models (hence the
+# model dependencies), inductor speedups; ~15-20 minutes on 2 cores.
+bench: $(MODELS_STAMP)
+	$(PY) bench/run.py $(BENCH_ARGS)
 
+# Subset (no transformers models, no inductor, one repetition); under 2 minutes.
 bench-quick: $(STAMP)
-	@if [ -f bench/run.py ]; then \
-		$(PY) bench/run.py --quick $(BENCH_ARGS); \
-	else \
-		echo "bench/run.py does not exist yet: nothing to benchmark"; \
-	fi
+	$(PY) bench/run.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info

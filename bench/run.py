@@ -1,0 +1,264 @@
+"""Side-by-side benchmark: torch.compile vs bytegraph.compile.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/run.py            # full run (make bench)
+    .venv/bin/python bench/run.py --quick    # subset, < 2 minutes (make bench-quick)
+    .venv/bin/python bench/run.py --quick --repeat 1 --workloads pointwise_1 --metrics first_call
+
+Every measurement is one ``python -m bench.worker <workload> <frontend>
+<metric>`` subprocess; the two frontends are run interleaved (their order
+alternates), each measurement is repeated ``--repeat`` times, and the median
+and min over the repetitions are reported.  The tables are printed as
+markdown and written to ``bench/results.md`` (``--output``).  A workload that
+fails under a frontend shows ``error: <reason>`` in its cell; the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from bench.report import render  # noqa: E402
+from bench.worker import FRONTENDS, MARKER, METRICS  # noqa: E402  (light: imports torch only)
+from bench import workloads as W  # noqa: E402
+
+# What `--quick` runs: small overhead-bound workloads, one closure model, one
+# nn.Module, the graph-break function; cold starts for two of them.
+QUICK_PLAN = {
+    "first_call": ["pointwise_1", "pointwise_64", "ints_64", "mlp", "gpt_closures", "graph_breaks"],
+    "cold": ["pointwise_1"],
+    "overhead": ["pointwise_1", "pointwise_64", "ints_64", "mlp", "gpt_closures", "graph_breaks"],
+    "memory": [W.MEMORY_WORKLOAD],
+}
+QUICK_REPEAT = 1
+FULL_REPEAT = 3
+
+
+def full_plan() -> Dict[str, List[str]]:
+    names = list(W.WORKLOADS)
+    return {
+        "first_call": names,
+        # cold starts are dominated by imports and one-time setup: a spread of sizes is enough
+        "cold": [n for n in ("pointwise_1", "pointwise_64", "mlp", "gpt_closures", "graph_breaks",
+                             "hf_gpt2") if n in W.WORKLOADS],
+        "overhead": names,
+        "inductor": [n for n in names if W.WORKLOADS[n].inductor],
+        "memory": [W.MEMORY_WORKLOAD],
+    }
+
+
+def transformers_available() -> bool:
+    try:
+        import importlib.util
+        return importlib.util.find_spec("transformers") is not None
+    except Exception:
+        return False
+
+
+def run_worker(workload: str, frontend: str, metric: str, env: Dict[str, str], timeout: float,
+               worker_args: Sequence[str]) -> Dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.worker", workload, frontend, metric, *worker_args]
+    base = {"workload": workload, "frontend": frontend, "metric": metric, "ok": False}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return dict(base, error=f"timeout after {timeout:.0f} s", wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                result = json.loads(line[len(MARKER):])
+            except json.JSONDecodeError as e:
+                return dict(base, error=f"bad worker output: {e}", wall_s=wall)
+            result["wall_s"] = wall
+            return result
+    tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+    return dict(base, error=f"worker exit {proc.returncode}: {tail[0][:160]}", wall_s=wall)
+
+
+def worker_env(cache_dir: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONHASHSEED": "0",
+        # one inductor cache for the run: the first inductor worker compiles, later
+        # ones (either frontend) may reuse kernels, and nothing leaks across runs
+        "TORCHINDUCTOR_CACHE_DIR": cache_dir,
+    })
+    env.pop("BYTEGRAPH_LOGS", None)
+    # bench/ first; a PYTHONPATH given by the caller (e.g. another bytegraph
+    # checkout's src/) wins over this repository's src/
+    src = os.path.join(REPO, "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH", ""), src) if p)
+    return env
+
+
+DEFAULT_BYTEGRAPH = os.path.join(REPO, "src", "bytegraph")
+
+
+def describe_machine(results: List[Dict[str, Any]], rev_at_start: str) -> Dict[str, str]:
+    import torch
+    info = {
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(terse=True),
+    }
+    try:
+        import transformers
+        info["transformers"] = transformers.__version__
+    except Exception:
+        info["transformers"] = "not installed"
+    paths = sorted({r["bytegraph_path"] for r in results if r.get("bytegraph_path")})
+    for path in paths or [DEFAULT_BYTEGRAPH]:
+        info["bytegraph"] = bytegraph_revision(path)
+        if path == DEFAULT_BYTEGRAPH and info["bytegraph"] != rev_at_start:
+            info["bytegraph"] += f"; it changed during the run, which started at {rev_at_start}"
+    return info
+
+
+def bytegraph_revision(path: str) -> str:
+    """Git commit of the bytegraph package the workers imported (+ whether it had local edits)."""
+    where = os.path.relpath(path, REPO) if path.startswith(REPO) else path
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=path, capture_output=True, text=True)
+        if rev.returncode != 0:
+            return where
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=path, capture_output=True,
+                               text=True)
+        return f"{rev.stdout.strip()}{' + uncommitted changes' if dirty.stdout.strip() else ''} ({where})"
+    except OSError:
+        return where
+
+
+def build_jobs(plan: Dict[str, List[str]], workloads: Optional[List[str]], metrics: Optional[List[str]],
+               have_transformers: bool) -> Tuple[List[Tuple[str, str]], List[str]]:
+    jobs, skipped = [], []
+    for metric in METRICS:
+        if metrics is not None and metric not in metrics:
+            continue
+        for name in plan.get(metric, []):
+            if workloads is not None and name not in workloads:
+                continue
+            if (name == W.MEMORY_WORKLOAD) != (metric == "memory"):
+                continue
+            wl = W.WORKLOADS.get(name)
+            if wl is not None and wl.needs_transformers and not have_transformers:
+                if name not in skipped:
+                    skipped.append(name)
+                continue
+            jobs.append((name, metric))
+    return jobs, skipped
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="torch.compile vs bytegraph side-by-side benchmark")
+    p.add_argument("--quick", action="store_true", help="small subset, under 2 minutes")
+    p.add_argument("--repeat", type=int, default=None,
+                   help=f"fresh-process repetitions per measurement (default {FULL_REPEAT}, quick {QUICK_REPEAT})")
+    p.add_argument("--workloads", default=None, help="comma-separated workload names (default: the plan's)")
+    p.add_argument("--metrics", default=None, help=f"comma-separated subset of {','.join(METRICS)}")
+    p.add_argument("--output", default=None,
+                   help="markdown file to write ('-' for none; default bench/results.md, "
+                        "quick: bench/results-quick.md)")
+    p.add_argument("--json", default=None, help="also write all raw worker results to this file")
+    p.add_argument("--timeout", type=float, default=None, help="seconds per worker (default 180, quick 60)")
+    p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    a = p.parse_args(argv)
+
+    if a.list:
+        for wl in W.WORKLOADS.values():
+            print(f"{wl.name:20s} {wl.description}")
+        print(f"{W.MEMORY_WORKLOAD:20s} memory metric only: 100 recompiles of one function")
+        return 0
+
+    workloads = a.workloads.split(",") if a.workloads else None
+    metrics = a.metrics.split(",") if a.metrics else None
+    for m in metrics or []:
+        if m not in METRICS:
+            p.error(f"unknown metric {m!r}; choose from {', '.join(METRICS)}")
+    known = set(W.WORKLOADS) | {W.MEMORY_WORKLOAD}
+    for w in workloads or []:
+        if w not in known:
+            p.error(f"unknown workload {w!r}; see --list")
+
+    if a.output is None:
+        a.output = os.path.join(REPO, "bench", "results-quick.md" if a.quick else "results.md")
+    plan = QUICK_PLAN if a.quick else full_plan()
+    if workloads is not None and a.quick:
+        # explicit workloads in quick mode: quick metrics over exactly those workloads
+        plan = {m: list(workloads) for m in QUICK_PLAN if m != "memory"}
+        plan["memory"] = [W.MEMORY_WORKLOAD]
+    repeat = a.repeat if a.repeat is not None else (QUICK_REPEAT if a.quick else FULL_REPEAT)
+    timeout = a.timeout if a.timeout is not None else (60.0 if a.quick else 180.0)
+    worker_args = ["--batches", "9", "--batch-ms", "8"] if a.quick else ["--batches", "15", "--batch-ms", "15"]
+    inductor_args = ["--batches", "11", "--batch-ms", "50"]
+
+    have_tf = transformers_available()
+    jobs, skipped = build_jobs(plan, workloads, metrics, have_tf)
+    if not jobs:
+        print("nothing to run", file=sys.stderr)
+        return 2
+
+    n_runs = len(jobs) * len(FRONTENDS) * repeat
+    print(f"bench: {len(jobs)} measurements x {len(FRONTENDS)} frontends x {repeat} repeat(s) = {n_runs} worker "
+          f"processes ({'quick' if a.quick else 'full'})", file=sys.stderr)
+    if skipped:
+        print(f"bench: transformers not installed, skipping {', '.join(skipped)}", file=sys.stderr)
+
+    results: List[Dict[str, Any]] = []
+    rev_at_start = bytegraph_revision(DEFAULT_BYTEGRAPH)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bytegraph-bench-inductor-") as cache_dir:
+        env = worker_env(cache_dir)
+        done = 0
+        for r in range(repeat):
+            for j, (name, metric) in enumerate(jobs):
+                order = FRONTENDS if (r + j) % 2 == 0 else tuple(reversed(FRONTENDS))
+                for fe in order:
+                    args = inductor_args if metric == "inductor" else worker_args
+                    res = run_worker(name, fe, metric, env, timeout * (3 if metric == "inductor" else 1), args)
+                    res["repeat"] = r
+                    results.append(res)
+                    done += 1
+                    status = "ok" if res.get("ok") else f"FAILED ({res.get('error')})"
+                    print(f"  [{done:3d}/{n_runs}] {name:20s} {metric:10s} {fe:9s} {res.get('wall_s', 0):6.1f} s "
+                          f"{status}", file=sys.stderr, flush=True)
+    elapsed = time.perf_counter() - started
+
+    info = describe_machine(results, rev_at_start)
+    info["mode"] = f"{'quick' if a.quick else 'full'}, {repeat} fresh-process repetition(s) per cell"
+    info["wall time"] = f"{elapsed:.0f} s"
+    if skipped:
+        info["skipped"] = f"{', '.join(skipped)} (transformers not installed)"
+    text = render(results, info)
+    print(text, end="", flush=True)
+    if a.output and a.output != "-":
+        with open(a.output, "w") as f:
+            f.write(text)
+        print(f"bench: wrote {os.path.relpath(a.output)}", file=sys.stderr)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"info": info, "results": results}, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
