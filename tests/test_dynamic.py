@@ -157,3 +157,19 @@ def test_int_arguments_of_a_compiled_module_become_symbolic():
     for k in range(8):
         torch.testing.assert_close(compiled(torch.ones(2), k), torch.full((2,), float(k)))
     assert len(compiled._bg_call._entries) == 2
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", ["resnet", "vit"])
+def test_vision_models_with_varying_batch(name):
+    from test_real_models import build
+    model, _ = build(name)
+    model.eval()
+    be = CountingBackend()
+    compiled = bytegraph.compile(model, backend=be)
+    with torch.no_grad():
+        for batch in [2, 3, 5, 1, 4, 6]:
+            x = torch.randn(batch, 3, 32, 32, generator=torch.Generator().manual_seed(batch))
+            torch.testing.assert_close(compiled(x)[0], model(x)[0], rtol=1e-4, atol=1e-4)
+    assert len(compiled._bg_call._entries) <= 4
+    assert bytegraph.stats().graph_breaks == 0
