@@ -471,7 +471,7 @@ class StateLocalsValue(DictValue):
     bound or deleted, so entries it never touched need no guard.
     """
 
-    __slots__ = ("deleted", "state_source", "_untouched")
+    __slots__ = ("deleted", "state_source")
 
     def __init__(self, tx):
         super().__init__()
@@ -481,8 +481,6 @@ class StateLocalsValue(DictValue):
             if not isinstance(v, CellValue):
                 self.entries[str_key(name)] = (const(name), v)
         self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
-        from .base import UnrealizedLocal
-        self._untouched = {n: UnrealizedLocal(tx, n) for n in tx.unrealized}
 
     def reconstruct(self, cg):
         self.state_source.emit_load(cg)

@@ -416,7 +416,6 @@ class ModuleSequenceValue(TupleValue):
 
     def get_attr(self, tx, name):
         if name == "__len__":
-            from .builtins_table import BuiltinValue  # noqa: F401
             return _Const(len(self.items))
         raise Unsupported(f"{self.cls.__name__}.{name} of a slice made in the trace", kind="unsupported_attribute")
 
@@ -437,6 +436,8 @@ class ModuleSequenceValue(TupleValue):
 
 
 class _Const(Value):
+    """A callable that returns a fixed constant (``len`` of a module slice)."""
+
     __slots__ = ("value",)
 
     def __init__(self, value):
