@@ -21,7 +21,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from bench import workloads as W  # noqa: E402
 # What `--quick` runs: small overhead-bound workloads, one closure model, one
 # nn.Module, the graph-break function; cold starts for two of them.
 QUICK_PLAN = {
-    "first_call": ["pointwise_1", "pointwise_64", "ints_64", "mlp", "gpt_closures", "graph_breaks"],
+    "first_call": ["pointwise_1", "pointwise_64", "mlp", "gpt_closures", "graph_breaks"],
     "cold": ["pointwise_1"],
     "overhead": ["pointwise_1", "pointwise_64", "ints_64", "mlp", "gpt_closures", "graph_breaks"],
     "memory": [W.MEMORY_WORKLOAD],

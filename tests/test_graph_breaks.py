@@ -489,3 +489,14 @@ def test_exception_from_a_natively_run_instruction_reaches_the_users_handler():
     torch.testing.assert_close(cf(x), f(x))
     torch.testing.assert_close(cf(x), torch.full((2,), 3.0))
     assert bytegraph.stats().eager_fallbacks == 0 and bytegraph.stats().graph_breaks >= 1
+
+
+def test_explain_counts_every_graph_even_after_an_earlier_compile():
+    def h(x):
+        x = x + 1
+        bytegraph.graph_break()
+        return x * 2
+
+    bytegraph.compile(h, backend="eager")(torch.randn(3))
+    report = bytegraph.explain(h)(torch.randn(3))
+    assert (report.graph_count, len(report.break_reasons)) == (2, 1)

@@ -152,7 +152,14 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
                 guards.extend(payload.guard.describe())
 
         target = fn._fn if isinstance(fn, CompiledFunction) else fn
-        compiled = compile(target, **compile_kwargs)
+        # A backend object of its own gives explain() fresh caches for the
+        # generated frames too (they are shared per code object and backend).
+        _, backend_fn = lookup_backend(compile_kwargs["backend"])
+
+        def explain_backend(gm, example_inputs):
+            return backend_fn(gm, example_inputs)
+
+        compiled = compile(target, **{**compile_kwargs, "backend": explain_backend})
         diagnostics.add_listener(listener)
         try:
             result = compiled(*args, **kwargs)
