@@ -20,9 +20,8 @@ consistent state), and the emitters below write the transformed code.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import types
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
 from .errors import BreakRecord, Unsupported
@@ -142,13 +141,9 @@ class BreakEmitter:
     def states(self) -> List[FrameState]:
         plan = self.plan
         if plan.mode == "chain":
-            out = []
-            for f in self.frames:
-                if f is self.frames[-1]:
-                    out.append(FrameState(f, f.ip, list(f.stack)))
-                else:
-                    out.append(FrameState(f, f.ip, list(f.stack)))  # the result slot is added at run time
-            return out
+            # each frame resumes at its current instruction; outer frames get the
+            # inner frame's result as an extra stack slot at run time (_emit_chain)
+            return [FrameState(f, f.ip, list(f.stack)) for f in self.frames]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -173,9 +168,6 @@ class BreakEmitter:
         for st in states:
             for v in st.values():
                 cg.stage_value(v)
-
-    def load_local(self, name: str, value: Value) -> None:
-        self.cg.reconstruct(value)
 
     def make_function(self, frame, code: types.CodeType) -> None:
         """Push a function for generated ``code`` closing over ``frame``'s cells (C9)."""
@@ -230,7 +222,7 @@ class BreakEmitter:
                 cg.emit("LOAD_FAST", state_temp)
                 return n + 1
             for name, v in locals_:
-                self.load_local(name, v)
+                cg.reconstruct(v)
             return n + len(locals_)
         self.call_generated(frame, code, args)
 
@@ -343,7 +335,7 @@ class BreakEmitter:
         state_temp = cg.new_temp()
         for name, v in st.locals:
             cg.load_object(name)
-            self.load_local(name, v)
+            cg.reconstruct(v)
         cg.emit("BUILD_MAP", arg=len(st.locals))
         cg.emit("STORE_FAST", state_temp)
         outer = st.stack

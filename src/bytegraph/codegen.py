@@ -19,9 +19,8 @@ objects and dead cells (C7).
 
 from __future__ import annotations
 
-import dis
 import types
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from .bytecode import assemble, decode, instr
 from .errors import Unsupported

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List
 
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-from .errors import Unsupported
 from .sources import Source
 
 

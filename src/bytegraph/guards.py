@@ -211,7 +211,6 @@ class CompiledGuard:
     def observed(self, args, kwargs):
         """Shapes of the guarded tensors and values of the guarded root ints for a call
         (what automatic dynamic compares between calls).  Slow path."""
-        from .sources import LocalSource
         shapes, ints = {}, {}
         env = self._env(args, kwargs)
         if env is None:
@@ -378,9 +377,9 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         params = "___cells, " + params if params else "___cells"
     src = (
         f"def ___guard({params}):\n"
-        f"    try:\n" + "\n".join(body) + "\n"
-        f"    except Exception:\n"
-        f"        return False\n"
+        "    try:\n" + "\n".join(body) + "\n"
+        "    except Exception:\n"
+        "        return False\n"
     )
     exec(compile(src, f"<bytegraph guard {code.co_name}>", "exec"), ns)
     check = ns["___guard"]

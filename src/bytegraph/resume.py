@@ -30,9 +30,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .bytecode import assemble, copy_instrs, decode, find_loops, instr, stack_depths
 
-_PROLOGUE_OPS = ("MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP")
-
-
 class _Unbound:
     """Marks a local with no value in a state dict."""
 

@@ -22,7 +22,6 @@ from typing import Dict, List, Optional, Tuple
 from .sources import Source
 from .values.base import Value
 from .values.cells import CellValue, UNREAD
-from .values.containers import DictValue, ListValue, SetValue
 
 
 class SideEffects:
@@ -130,7 +129,7 @@ class SideEffects:
             if kind == "state" and _is_frame_local(target):
                 continue  # live only if reached (see codegen.live_values)
             if kind == "state":
-                roots.extend(_state_children(target))
+                roots.extend(target.children())
             else:
                 value = payload[1]
                 if value is not DELETED:
@@ -191,8 +190,3 @@ class SideEffects:
 def _is_frame_local(value: Value) -> bool:
     return isinstance(value, CellValue) and value.is_root_cell and value.source.closure_index is None
 
-
-def _state_children(value: Value) -> List[Value]:
-    if isinstance(value, CellValue):
-        return list(value.children())
-    return list(value.children())

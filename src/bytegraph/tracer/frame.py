@@ -13,14 +13,13 @@ import builtins
 import types
 from typing import Dict, List, Optional
 
-import torch
 
 from .. import config
 from ..bytecode import decode
 from ..errors import Unsupported, UserException, UserLocation
 from ..values.base import Value
 from ..values.cells import CellValue
-from ..values.constants import ConstantValue, const
+from ..values.constants import const
 from ..values.containers import IteratorValue
 from ..values.objects import ExceptionValue
 from .ops_calls import CallOps

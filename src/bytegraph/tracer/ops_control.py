@@ -17,7 +17,6 @@ def _python_method(obj, name: str) -> bool:
     import types
     attr = getattr(type(obj.obj), name, None)
     return isinstance(attr, types.FunctionType)
-from ..values.tensors import TensorValue, graph_call
 
 
 def _is_none(v) -> bool:

@@ -6,8 +6,7 @@ import collections.abc
 import operator
 
 from ..errors import Unsupported
-from ..values.base import Value
-from ..values.constants import ConstantValue, const
+from ..values.constants import const
 from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)

@@ -8,8 +8,7 @@ from typing import Dict, Optional
 
 import torch
 
-from .. import config
-from ..errors import Unsupported, UserException
+from ..errors import Unsupported
 from ..graph import OutputGraph
 from ..guards import Guard, GuardSet
 from ..side_effects import SideEffects

@@ -139,10 +139,6 @@ class NullValue(Value):
 NULL = NullValue()
 
 
-def constants_of(values: List[Value]) -> list:
-    """``as_constant()`` of each value."""
-    return [v.as_constant() for v in values]
-
 
 def all_constant(values: Iterable[Value]) -> bool:
     return all(v.is_constant() for v in values)

@@ -8,14 +8,11 @@ side-effect table by identity (so one real object is one value).
 
 from __future__ import annotations
 
-import builtins
 import collections
 import enum
 import functools
 import os
 import inspect
-import math
-import operator
 import types
 
 import torch
@@ -24,7 +21,6 @@ from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, Source
 from .base import Value
-from .cells import CellValue, UNREAD
 from .constants import LITERAL_TYPES, ConstantValue
 from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue, TupleValue
 from .functions import BuiltinValue, UserFunctionValue

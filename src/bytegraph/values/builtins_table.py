@@ -7,7 +7,6 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
-import builtins
 import functools
 import inspect
 import itertools
@@ -52,10 +51,6 @@ def _len(tx, args, kwargs):
             tx.raise_python_exception(e)
     return v.get_attr(tx, "__len__").call(tx, [], {})
 
-
-def _classes(tx, v: Value):
-    c = v.as_constant()
-    return c
 
 
 def _isinstance(tx, args, kwargs):
@@ -373,11 +368,6 @@ def _partial(tx, args, kwargs):
     return PartialValue(args[0], list(args[1:]), dict(kwargs))
 
 
-def _grad_mode_call(enabled_from_args):
-    def handler(tx, args, kwargs):
-        return GradModeValue(enabled_from_args(args))
-    return handler
-
 
 class GradModeClassValue(ClassValue):
     """``torch.no_grad`` and friends as classes: calling one makes a :class:`GradModeValue`.
@@ -421,7 +411,6 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return ExceptionValue(cls, list(args))
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        from .functions import bind_arguments
         fields = cls._fields
         defaults = getattr(cls, "_field_defaults", {})
         if all_constant(args) and all_constant(kwargs.values()):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import operator
 from typing import List
 
 from ..errors import Unsupported

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 from ..errors import Unsupported
 from .base import Value, all_constant
-from .constants import ConstantValue, const, NONE
+from .constants import const, NONE
 
 
 def key_of(v: Value):
@@ -154,7 +154,6 @@ class ListValue(BaseListValue):
         cg.emit("BUILD_LIST", arg=len(self.items))
 
     def call_method(self, tx, name, args, kwargs):
-        items = self.items
         handler = _LIST_METHODS.get(name)
         if handler is None or kwargs and name != "sort":
             return super().call_method(tx, name, args, kwargs)
@@ -193,7 +192,7 @@ def _index(tx, items, value) -> int:
     for i, v in enumerate(items):
         if v is value or _same(tx, v, value):
             return i
-    tx.raise_python_exception(ValueError(f"value is not in list"))
+    tx.raise_python_exception(ValueError("value is not in list"))
 
 
 def _list_append(tx, lst, v):

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional
 from ..errors import Unsupported
 from ..sources import AttrSource, ItemSource, closure_cell_source
 from .base import Value
-from .cells import CellValue, UNREAD
+from .cells import CellValue
 from .constants import ConstantValue, const
 from .containers import DictValue, TupleValue, str_key
 

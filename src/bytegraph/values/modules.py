@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import torch
 
@@ -21,7 +21,7 @@ from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value
-from .constants import NONE, ConstantValue, const
+from .constants import NONE, const
 from .containers import DictValue, TupleValue
 from .functions import BoundMethodValue
 from .objects import DELETED, UserObjectValue, lookup_attr

@@ -4,7 +4,7 @@ context managers."""
 from __future__ import annotations
 
 import types
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 
