@@ -500,3 +500,20 @@ def test_explain_counts_every_graph_even_after_an_earlier_compile():
     bytegraph.compile(h, backend="eager")(torch.randn(3))
     report = bytegraph.explain(h)(torch.randn(3))
     assert (report.graph_count, len(report.break_reasons)) == (2, 1)
+
+
+def test_type_error_raised_by_user_code_after_a_hit_is_not_retried():
+    def f(x):
+        x.add_(1)
+        print("side effect")
+        return x + len(None)  # TypeError from the user's code, after a break
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    x = torch.zeros(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for _ in range(2):
+            with pytest.raises(TypeError):
+                cf(x)
+    torch.testing.assert_close(x, torch.full((1,), 2.0))  # each call's effects exactly once
+    assert out.getvalue() == "side effect\n" * 2

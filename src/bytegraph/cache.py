@@ -135,13 +135,15 @@ class CompiledFunction(FrameCache):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        try:
-            for entry in self._entries:
-                if entry.guard.check(*args, **kwargs):
-                    STATS.cache_hits += 1
-                    return entry.fn(*args, **kwargs)
-        except TypeError:
-            pass  # the arguments do not bind: the original function raises the right error
+        for entry in self._entries:
+            try:
+                hit = entry.guard.check(*args, **kwargs)
+            except TypeError:  # the arguments do not bind: the original function raises the right error
+                break
+            if hit:
+                STATS.cache_hits += 1
+                # outside the try: a TypeError of the user's code must propagate, not re-run the frame
+                return entry.fn(*args, **kwargs)
         return self._miss(self._fn, args, kwargs)
 
     def __get__(self, obj, objtype=None):
@@ -162,13 +164,14 @@ class FrameRunner(FrameCache):
 
     def __call__(self, fn, *args):
         cells = fn.__closure__
-        try:
-            for entry in self._entries:
-                if entry.guard.check(cells, *args):
-                    STATS.cache_hits += 1
-                    return entry.call_with_closure(fn, args)
-        except TypeError:
-            pass
+        for entry in self._entries:
+            try:
+                hit = entry.guard.check(cells, *args)
+            except TypeError:
+                break
+            if hit:
+                STATS.cache_hits += 1
+                return entry.call_with_closure(fn, args)
         return self._miss(fn, args, {})
 
     def _run_entry(self, entry, fn, args, kwargs):
