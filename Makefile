@@ -5,6 +5,7 @@
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
 #   make test-models optional model tests (adds requirements-models.txt)
+#   make native      (re)build the native guard checks (done by every target above)
 #   make clean       remove the venv and build/test debris
 #
 # Variables: VENV (default .venv), PYTEST_ARGS (extra pytest arguments),
@@ -24,7 +25,7 @@ STAMP := $(VENV)/.bytegraph-dev.stamp
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv demo test test-models bench bench-quick clean
+.PHONY: help venv native demo test test-models bench bench-quick clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -42,28 +43,39 @@ $(STAMP): requirements-dev.txt pyproject.toml
 	$(PIP) install --progress-bar off -r requirements-dev.txt
 	@touch $@
 
+# The native guard checks (src/bytegraph/native/tensor_guard.cpp), compiled
+# against the venv's torch. A no-op when the build for this torch, Python and
+# source exists; if no C++ compiler works, bytegraph falls back to Python
+# guard conditions, but the test suite (BYTEGRAPH_EXPECT_NATIVE=1) fails.
+native: $(STAMP)
+	$(PY) -m bytegraph.native build || true
+
 $(MODELS_STAMP): $(STAMP) requirements-models.txt
 	$(PIP) install --progress-bar off -r requirements-models.txt
 	@touch $@
 
-demo: $(STAMP)
+demo: $(STAMP) native
 	$(PY) -m examples.demo
 
-test: $(MODELS_STAMP)
-	$(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS)
+# The full suite with the native guard checks, then the guard tests again with
+# the pure-Python fallback conditions.
+test: $(MODELS_STAMP) native
+	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS)
+	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) \
+		tests/test_guards.py tests/test_native_guards.py tests/test_dynamic.py $(PYTEST_ARGS)
 
-test-models: $(MODELS_STAMP)
+test-models: $(MODELS_STAMP) native
 	$(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) -m models $(PYTEST_ARGS)
 
 # Full benchmark: every workload, including the transformers models (hence the
 # model dependencies), inductor speedups; ~15-20 minutes on 2 cores.
-bench: $(MODELS_STAMP)
+bench: $(MODELS_STAMP) native
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 # Subset (no transformers models, no inductor, one repetition); under 2 minutes.
-bench-quick: $(STAMP)
+bench-quick: $(STAMP) native
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info src/bytegraph/native/_build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

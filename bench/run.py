@@ -130,6 +130,8 @@ def describe_machine(results: List[Dict[str, Any]], rev_at_start: str) -> Dict[s
         info["bytegraph"] = bytegraph_revision(path)
         if path == DEFAULT_BYTEGRAPH and info["bytegraph"] != rev_at_start:
             info["bytegraph"] += f"; it changed during the run, which started at {rev_at_start}"
+    native = sorted({r["bytegraph_native"] for r in results if r.get("bytegraph_native")})
+    info["bytegraph native guard checks"] = ", ".join(native) or "n/a"
     return info
 
 

@@ -462,6 +462,7 @@ def main(argv=None) -> int:
     result["worker_s"] = time.perf_counter() - t0
     if "bytegraph" in sys.modules:
         result["bytegraph_path"] = os.path.dirname(os.path.abspath(sys.modules["bytegraph"].__file__))
+        result["bytegraph_native"] = sys.modules["bytegraph"].native.status()
     sys.stdout.flush()
     print(MARKER + json.dumps(result, default=str), flush=True)
     return 0

@@ -6,6 +6,8 @@ Example::
     >>> bytegraph.config.cache_size_limit = 4
 """
 
+import os
+
 #: Cache entries per code object; beyond it the frame runs eagerly (one warning).
 cache_size_limit: int = 8
 
@@ -21,3 +23,8 @@ max_inline_depth: int = 64
 
 #: Items a generator called inside a trace may yield (it is run to completion).
 max_generator_items: int = 100_000
+
+#: Check guarded tensors with the compiled helper in ``bytegraph.native`` when it
+#: is built (one C++ call for all tensors instead of six attribute reads each).
+#: ``BYTEGRAPH_NATIVE_GUARDS=0`` turns it off; guards then use Python conditions.
+native_guards: bool = os.environ.get("BYTEGRAPH_NATIVE_GUARDS", "1") != "0"

@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
+from . import native as _native
 from .diagnostics import log
 from .sources import Source, chain
 
@@ -359,19 +360,15 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     ordered = sorted((g for g in guards if g.kind != "SHAPE_ENV"),
                      key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
     lines: List[Tuple[list, str, Guard, Optional[str]]] = []
+    native = _native.load()
     for g in ordered:
         setup: list = []
-        cond = _condition(g, expr_of, setup, bind, weak_id)
+        cond = _condition(g, expr_of, setup, bind, weak_id, native)
         lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
 
     for g in shape_guards:
         lines.extend(_shape_env_lines(g, expr_of))
-    body = []
-    for setup, cond, _, _ in lines:
-        for var, text in setup:
-            body.append(f"        {var} = {text}")
-        body.append(f"        if not ({cond}): return False")
-    body.append("        return True")
+    body = _guard_body(lines, native, bind)
     params = _signature_text(code)
     if closure_param:
         params = "___cells, " + params if params else "___cells"
@@ -394,6 +391,50 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         except TypeError:  # not weakly referenceable: bind it strongly instead
             ns[f"___keep{len(ns)}"] = obj
     return compiled
+
+
+def _guard_body(lines, native, bind) -> List[str]:
+    """The statements of the guard function: each line's setup, then its check.
+
+    With the native module, the (consecutive) tensor checks become one call
+    that checks every guarded tensor in C++; ``lines`` keep the per-tensor
+    Python conditions for ``why_failed``.
+    """
+    body: List[str] = []
+
+    def emit_setup(setup):
+        body.extend(f"        {var} = {text}" for var, text in setup)
+
+    i = 0
+    while i < len(lines):
+        setup, cond, guard, value_var = lines[i]
+        if native is not None and guard.kind == "TENSOR_MATCH":
+            group = []
+            while i < len(lines) and lines[i][2].kind == "TENSOR_MATCH":
+                group.append(lines[i])
+                i += 1
+            for line in group:
+                emit_setup(line[0])
+            check = bind(native.TensorCheck([_native_spec(line[2].expected) for line in group]).check)
+            body.append(f"        if not {check}({', '.join(line[3] for line in group)}): return False")
+            continue
+        emit_setup(setup)
+        body.append(f"        if not ({cond}): return False")
+        i += 1
+    body.append("        return True")
+    return body
+
+
+def _native_spec(expected) -> tuple:
+    """A TENSOR_MATCH guard's metadata in the form ``native.TensorCheck`` takes."""
+    typ, dtype, device, shape, stride, rg = expected
+    if stride is None:
+        layout = None
+    elif stride == _contiguous_strides(shape):
+        layout = "contiguous"
+    else:
+        layout = tuple(stride)
+    return (typ, dtype, device, tuple(shape), layout, rg)
 
 
 def _forget(guard: Guard) -> Guard:
@@ -433,7 +474,7 @@ def _shape_env_lines(g: Guard, expr_of):
     return out
 
 
-def _condition(g: Guard, expr_of, setup, bind, weak_id=None) -> str:
+def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str:
     k = g.kind
     if k == "GRAD_MODE":
         return f"___grad_enabled() is {g.expected}"
@@ -478,5 +519,7 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None) -> str:
         return f"{e} is {expr_of(g.others[0], setup)}"
     if k == "NO_TENSOR_ALIASING":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
+        if native is not None:
+            return f"{bind(native.distinct)}({', '.join(exprs)})"
         return f"len({{{', '.join('id(%s)' % x for x in exprs)}}}) == {len(exprs)}"
     raise AssertionError(f"unknown guard kind {k}")
