@@ -238,6 +238,15 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
          'backend="eager"; fresh process, first compile ever; includes importing the frontend '
          "(`torch._dynamo` is already imported by `transformers` for the `hf_*` workloads).",
          lambda: two_frontend_table(res, "cold", "first_call_ms")),
+        ("cold", "First call, cold, outside imports of torch modules (ms)",
+         "The same runs minus the time spent importing torch's own modules (`torch.*`, `sympy`; second column, "
+         "median of both frontends' runs): torch.compile imports `torch._dynamo` on its first call; for bytegraph, "
+         "torch's `ShapeEnv` and `FakeTensorMode` import `sympy` and, in torch 2.13, all of `torch._dynamo` "
+         "as well. What remains is each frontend's own cold cost: importing its own code outside `torch`, first "
+         "trace, guards, codegen, the call.",
+         lambda: two_frontend_table(res, "cold", "beyond_torch_imports_ms", lead=(
+             "torch imports ms", lambda w: fmt(_median(res.values(w, "cold", TC, "torch_imports_ms")
+                                                      + res.values(w, "cold", BG, "torch_imports_ms")))))),
         ("overhead", "Steady-state per-call overhead over eager (µs)",
          'backend="eager"; (compiled − plain eager) time per call, medians of interleaved batches of calls. '
          "Negative: the captured graph runs faster than the eager Python it replaces (module `__call__` "

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.abc
+import importlib.util
 import json
 import os
 import sys
@@ -244,21 +246,67 @@ def check(expected, actual, rtol, atol) -> Dict[str, Any]:
 # metrics
 
 
+class TorchImportTimer(importlib.abc.MetaPathFinder):
+    """Times the imports of torch's own modules (``torch.*`` and its ``sympy``)
+    that happen while it is installed, whoever triggers them: torch.compile
+    imports ``torch._dynamo`` on its first call; for bytegraph, torch's
+    ``ShapeEnv`` and ``FakeTensorMode`` import ``sympy`` and ``torch._dynamo``.
+    Nested imports are counted once (inside the outermost one)."""
+
+    PREFIXES = ("torch.", "sympy", "mpmath")
+
+    def __init__(self):
+        self.ns = 0
+        self._depth = 0
+        self._busy = False
+
+    def find_spec(self, fullname, path, target=None):
+        if self._busy or not fullname.startswith(self.PREFIXES):
+            return None
+        self._busy = True  # find the real spec with the other finders
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def timed(module):
+            self._depth += 1
+            t0 = now_ns()
+            try:
+                exec_module(module)
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self.ns += now_ns() - t0
+        spec.loader.exec_module = timed
+        return spec
+
+
 def measure_first_call(fe, case: W.Case, *, cold: bool) -> Dict[str, Any]:
     expected = call(case.fn, case)       # eager reference; also warms eager kernels
     gc.collect()
     counter = CountingEager()
+    torch_imports = TorchImportTimer()
     t0 = now_ns()
     if cold:
+        sys.meta_path.insert(0, torch_imports)
         fe.load()
     t_import = now_ns()
     compiled = fe.compile(case.fn, counter)
     result = call(compiled, case)
     t1 = now_ns()
+    if torch_imports in sys.meta_path:
+        sys.meta_path.remove(torch_imports)
     call(compiled, case)
     t2 = now_ns()
     out = {"first_call_ms": (t1 - t0) / 1e6, "import_ms": (t_import - t0) / 1e6,
            "second_call_ms": (t2 - t1) / 1e6}
+    if cold:
+        out["torch_imports_ms"] = torch_imports.ns / 1e6
+        out["beyond_torch_imports_ms"] = (t1 - t0 - torch_imports.ns) / 1e6
     out.update(graph_summary(fe, counter))
     out.update(check(expected, result, EAGER_RTOL, EAGER_ATOL))
     return out

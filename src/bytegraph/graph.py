@@ -17,7 +17,6 @@ from typing import Any, Dict, List
 import torch
 import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 from .sources import Source
 
@@ -38,6 +37,9 @@ class OutputGraph:
     """One fx graph under construction, with its fake tensor mode and inputs."""
 
     def __init__(self):
+        # NOTE: imported here, not at module level: symbolic_shapes imports sympy
+        # (0.2 s), which `import bytegraph` need not pay.
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
         self.graph = fx.Graph()
         self.shape_env = ShapeEnv()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
@@ -76,6 +78,8 @@ class OutputGraph:
     def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=()):
         """Lift ``real`` (read from ``source``) as a graph input; ``dynamic_dims`` get symbolic sizes."""
         if dynamic_dims:
+            from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
             from .dynamic import SymbolSource
             ctx = StatelessSymbolicContext(dynamic_sizes=[
                 DimDynamic.DYNAMIC if d in dynamic_dims and real.shape[d] > 1 else DimDynamic.STATIC
@@ -94,6 +98,8 @@ class OutputGraph:
 
     def add_int_input(self, value: int, source: Source, make_value):
         """An int argument made symbolic: a graph input holding a SymInt."""
+        from torch.fx.experimental.symbolic_shapes import DimDynamic
+
         from .dynamic import SymbolSource
         sym = self.shape_env.create_unspecified_symint_and_symbol(value, SymbolSource(source.name()),
                                                                   DimDynamic.DYNAMIC)
