@@ -112,6 +112,11 @@ def two_frontend_table(res: Results, metric: str, key: str, scale: float = 1.0,
     return table(header, rows)
 
 
+def shared_column(res: Results, label: str, metric: str, key: str) -> Tuple[str, Callable[[str], str]]:
+    """A leading column with the median of ``key`` over both frontends' runs."""
+    return label, lambda w: fmt(_median(res.values(w, metric, TC, key) + res.values(w, metric, BG, key)))
+
+
 def graph_table(res: Results) -> str:
     metrics = ("first_call", "cold", "overhead")
     names: List[str] = []
@@ -244,24 +249,21 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
          "torch's `ShapeEnv` and `FakeTensorMode` import `sympy` and, in torch 2.13, all of `torch._dynamo` "
          "as well. What remains is each frontend's own cold cost: importing its own code outside `torch`, first "
          "trace, guards, codegen, the call.",
-         lambda: two_frontend_table(res, "cold", "beyond_torch_imports_ms", lead=(
-             "torch imports ms", lambda w: fmt(_median(res.values(w, "cold", TC, "torch_imports_ms")
-                                                      + res.values(w, "cold", BG, "torch_imports_ms")))))),
+         lambda: two_frontend_table(res, "cold", "beyond_torch_imports_ms",
+                                    lead=shared_column(res, "torch imports ms", "cold", "torch_imports_ms"))),
         ("overhead", "Steady-state per-call overhead over eager (µs)",
          'backend="eager"; (compiled − plain eager) time per call, medians of interleaved batches of calls. '
          "Negative: the captured graph runs faster than the eager Python it replaces (module `__call__` "
          "machinery, Python-side checks in the model code).",
-         lambda: two_frontend_table(res, "overhead", "overhead_us", lead=(
-             "eager µs/call", lambda w: fmt(_median(res.values(w, "overhead", TC, "eager_us")
-                                                    + res.values(w, "overhead", BG, "eager_us")))))),
+         lambda: two_frontend_table(res, "overhead", "overhead_us",
+                                    lead=shared_column(res, "eager µs/call", "overhead", "eager_us"))),
         ("overhead", "Steady-state time outside the captured graphs (µs/call)",
          'backend="eager"; a second compile whose graphs time themselves: compiled time per call minus the time '
          "spent inside the graphs, i.e. what the frontend adds around them (guard checks, argument unpacking, "
          "result rebuilding, module wrappers, code between graphs). Unlike the row above it does not credit the "
          "graph for skipping eager Python code.",
-         lambda: two_frontend_table(res, "overhead", "outside_graph_us", lead=(
-             "in-graph µs/call", lambda w: fmt(_median(res.values(w, "overhead", TC, "in_graph_us")
-                                                       + res.values(w, "overhead", BG, "in_graph_us")))))),
+         lambda: two_frontend_table(res, "overhead", "outside_graph_us",
+                                    lead=shared_column(res, "in-graph µs/call", "overhead", "in_graph_us"))),
         ("inductor", 'Steady state with backend="inductor"',
          "Per-call time of the compiled function and speedup over eager (higher speedup is better).",
          lambda: inductor_table(res)),
