@@ -135,6 +135,15 @@ class Codegen:
         self.emit("PRECALL", arg=argc)
         self.emit("CALL", arg=argc)
 
+    def call_with(self, args, kwargs: dict, leading: int = 0) -> None:
+        """Push the values ``args`` and ``kwargs`` and call; ``leading`` arguments are already pushed."""
+        for a in args:
+            self.reconstruct(a)
+        names = tuple(kwargs)
+        for k in names:
+            self.reconstruct(kwargs[k])
+        self.call(leading + len(args) + len(names), kw_names=names)
+
     def call_method(self, name: str, argc_fn) -> None:
         """Call ``TOS.name(...)``; ``argc_fn`` pushes the arguments and returns their count."""
         self.emit("LOAD_METHOD", name)

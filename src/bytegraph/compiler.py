@@ -80,7 +80,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
-        plan = plan_break(e)
+        plan = plan_break(_outside_open_contexts(trace, e))
         trace = Trace(fn, policy)
         trace.stop_step = plan.step
         try:
@@ -173,6 +173,20 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
 def _raises(e: UserException) -> Unsupported:
     return Unsupported(f"the function raises {e.value.type_name()} for these inputs", kind="raises",
                        hint="the frame runs eagerly so the exception propagates as in Python")
+
+
+def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
+    """A break while a traced ``@contextmanager`` generator is open moves to the
+    outermost such ``with`` statement: the generator exists only in the tracer,
+    so the statement runs natively and its body continues in a resume function."""
+    if not trace.open_contexts or getattr(e, "frame", None) is None:
+        return e
+    ctx = trace.open_contexts[0]
+    moved = Unsupported(f"{e.explanation} at {e.location}, inside `with {ctx.name}()`: a @contextmanager "
+                        "generator cannot be paused across a graph break, so that with statement runs natively",
+                        kind=e.kind, hint=e.hint)
+    moved.location, moved.frame, moved.index, moved.step = ctx.location, ctx.frame, ctx.index, ctx.step
+    return moved
 
 
 def _check_no_input_aliasing(trace: Trace) -> None:

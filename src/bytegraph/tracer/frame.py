@@ -76,6 +76,11 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.exc_stack: List[Value] = []
         #: items a generator frame has yielded (None for ordinary frames)
         self.yielded: Optional[List[Value]] = None
+        #: a generator frame that stops at each ``yield`` (see start_generator)
+        self.suspendable = False
+        self.suspended = False
+        self.yielded_value: Optional[Value] = None
+        self.yield_ins = None
         #: loop head index -> trace step of its first execution in this frame
         self.head_steps: Dict[int, int] = {}
         #: called straight from a CALL instruction, so its return value is that
@@ -157,6 +162,40 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             child.run()
             return IteratorValue(child.yielded)
         return child.run()
+
+    def start_generator(self, func: Value, args: List[Value], kwargs: Dict[str, Value]) -> "Frame":
+        """A frame for calling generator function ``func`` that pauses at each
+        ``yield`` instead of running to completion: ``run()`` to the first
+        yield, then ``resume()`` or ``throw(exc)``; ``suspended`` and
+        ``yielded_value`` say where it stopped."""
+        from ..values.functions import UserFunctionValue
+        fn = getattr(func, "fn", None)
+        if not isinstance(func, UserFunctionValue) or not fn.__code__.co_flags & 0x20:
+            raise Unsupported(f"a @contextmanager function that is not a plain generator ({func.type_name()})",
+                              kind="unsupported_context")
+        if self.depth + 1 > config.max_inline_depth:
+            raise Unsupported(f"call depth over {config.max_inline_depth} inlining {fn.__name__}()",
+                              kind="recursion_limit")
+        bound = func.bind(self, args, kwargs)
+        child = Frame(self.trace, fn.__code__, fn.__globals__, bound, func.closure_cells(self), parent=self,
+                      fn_name=fn.__name__)
+        child.suspendable = True
+        return child
+
+    def resume(self) -> None:
+        """Continue a suspended generator frame (``next(gen)``)."""
+        self.suspended = self.returned = False
+        self.run()
+
+    def throw(self, exc: Value) -> None:
+        """Raise ``exc`` at the generator's ``yield`` (``gen.throw(exc)``); a
+        ``UserException`` escapes if the generator does not handle it."""
+        self.suspended = self.returned = False
+        error = UserException(exc)
+        if not self._unwind_to_handler(error, self.yield_ins):
+            self.returned = True
+            raise error
+        self.run()
 
     # -- run loop ----------------------------------------------------------------
     def run(self) -> Value:

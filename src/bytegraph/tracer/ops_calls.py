@@ -90,6 +90,13 @@ class CallOps:
         self.stack.append(NONE)
 
     def YIELD_VALUE(self, ins):
+        if self.suspendable:
+            # pause: the run loop ends as if returned; resume() continues after this yield
+            self.yielded_value = self.stack.pop()
+            self.stack.append(NONE)  # what next() sends in
+            self.yield_ins = ins
+            self.suspended = self.returned = True
+            return
         if self.yielded is None:
             raise Unsupported("yield in the compiled frame itself", kind="generator")
         if len(self.yielded) >= config.max_generator_items:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import Unsupported, UserException
 from ..values.constants import NONE, ConstantValue, const
 from ..values.containers import IteratorValue
+from ..values.contexts import GeneratorContextExitValue, GeneratorContextValue
 from ..values.objects import ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue
 
 
@@ -82,6 +83,12 @@ class ControlOps:
             self.stack.append(WithExitValue(ctx))
             self.stack.append(ctx.enter(self))
             return
+        if isinstance(ctx, GeneratorContextValue):
+            entered = ctx.enter(self)
+            self.stack.pop()
+            self.stack.append(GeneratorContextExitValue(ctx))
+            self.stack.append(entered)
+            return
         if isinstance(ctx, UserObjectValue) and _python_method(ctx, "__enter__") and _python_method(ctx, "__exit__"):
             # A user context manager: __enter__ is inlined now, the bound
             # __exit__ waits on the stack like CPython's.
@@ -97,9 +104,6 @@ class ControlOps:
     def WITH_EXCEPT_START(self, ins):
         exit_fn = self.stack[-4]
         exc = self.stack[-1]
-        if isinstance(exit_fn, WithExitValue):
-            self.stack.append(exit_fn.call(self, [], {}))
-            return
         self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, NONE], {}))
 
     # -- exceptions ----------------------------------------------------------------

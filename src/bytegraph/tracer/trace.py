@@ -48,6 +48,9 @@ class Trace:
         self.grad_enabled_at_start = torch.is_grad_enabled()
         #: grad mode the code after the graph expects, when it differs from the start
         self.grad_mode_after: Optional[bool] = None
+        #: generator context managers entered and not yet exited, outermost first
+        #: (a graph break inside one moves to its ``with`` statement)
+        self.open_contexts: list = []
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)

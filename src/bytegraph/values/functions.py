@@ -13,6 +13,7 @@ from .base import Value
 from .cells import CellValue
 from .constants import ConstantValue, const
 from .containers import DictValue, TupleValue, str_key
+from .contexts import CONTEXTMANAGER_HELPER_CODE, GeneratorContextValue
 
 
 def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kwargs: Dict[str, Value],
@@ -114,6 +115,16 @@ class UserFunctionValue(Value):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
+        if fn.__code__ is CONTEXTMANAGER_HELPER_CODE:
+            # cm(...) for a @contextlib.contextmanager function: the object only
+            # records the call (no user code runs until it is entered)
+            return GeneratorContextValue(self, self.closure_cells(tx)[0].read(tx), args, kwargs)
+        bound = self.bind(tx, args, kwargs)
+        return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__)
+
+    def bind(self, tx, args, kwargs) -> Dict[str, Value]:
+        """The parameters of a call ``fn(*args, **kwargs)``, defaults read through the function's source."""
+        fn = self.fn
         defaults = fn.__defaults__ or ()
         src = self.source
 
@@ -128,8 +139,7 @@ class UserFunctionValue(Value):
             s = ItemSource(AttrSource(src, "__kwdefaults__"), name) if src is not None else None
             return tx.wrap(kwd[name], s)
 
-        bound = bind_arguments(tx, fn.__code__, fn.__name__, args, kwargs, default_at, kwdefault_of, len(defaults))
-        return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__)
+        return bind_arguments(tx, fn.__code__, fn.__name__, args, kwargs, default_at, kwdefault_of, len(defaults))
 
     def __repr__(self):
         return f"UserFunctionValue({self.fn.__qualname__})"
@@ -346,9 +356,4 @@ class PartialValue(Value):
         import functools
         cg.push_callable(functools.partial)
         cg.reconstruct(self.func)
-        for a in self.args:
-            cg.reconstruct(a)
-        names = tuple(self.kwargs)
-        for k in names:
-            cg.reconstruct(self.kwargs[k])
-        cg.call(1 + len(self.args) + len(names), kw_names=names)
+        cg.call_with(self.args, self.kwargs, leading=1)
