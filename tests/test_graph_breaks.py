@@ -78,6 +78,25 @@ CONTEXTS = {
                 x = x + 1
             return x, torch.is_grad_enabled()
     """,
+    "contextmanager": """
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope(log):
+            log.append("enter")
+            try:
+                yield 2
+            finally:
+                log.append("exit")
+
+        def f(x):
+            log = []
+            with scope(log) as k:
+                x = x * k
+                {B}
+                x = x + 1
+            return x * 3, log
+    """,
     "try_finally": """
         def f(x):
             out = []
