@@ -228,3 +228,57 @@ def test_cache_keeps_no_dropped_user_object_alive_and_dead_ids_never_match():
     assert cf._entries == []  # entries guarding a collected object are dropped (its id may be reused)
     m = torch.nn.Linear(3, 3)
     torch.testing.assert_close(cf(m, torch.ones(3)), m(torch.ones(3)))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_ambient_autocast_is_guarded(backend):
+    def f(x):
+        return x @ x
+
+    cf = bytegraph.compile(f, backend=backend)
+    x = torch.randn(4, 4)
+    assert cf(x).dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert cf(x).dtype == f(x).dtype == torch.bfloat16
+        assert cf(x).dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert cf(x).dtype == f(x).dtype == torch.float16
+    assert cf(x).dtype == torch.float32
+    stats = bytegraph.stats()
+    assert stats.graphs == 3 and stats.cache_hits == 2
+
+
+def test_default_dtype_is_guarded():
+    def f(x):
+        return x + torch.ones(2)
+
+    be = CountingBackend("inductor")
+    cf = bytegraph.compile(f, backend=be)
+    x = torch.zeros(2, dtype=torch.float64)
+    assert cf(x).dtype == torch.float64
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        y = cf(torch.zeros(2, dtype=torch.float32))
+        assert y.dtype == f(torch.zeros(2, dtype=torch.float32)).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(old)
+    assert be.count == 2
+
+
+def test_recompile_reason_names_autocast(caplog):
+    from bytegraph import diagnostics
+    diagnostics.set_logs("recompiles")
+    try:
+        cf, _ = compiled(lambda x: x * 2)
+        cf(torch.zeros(2))
+        with caplog.at_level("INFO", logger="bytegraph"), torch.autocast("cpu", dtype=torch.bfloat16):
+            diagnostics.logger.propagate = True
+            cf(torch.zeros(2))
+    finally:
+        diagnostics.logger.propagate = False
+        diagnostics.set_logs("")
+    assert "recompiling" in caplog.text and "autocast off on every device" in caplog.text
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        report = bytegraph.explain(lambda x: x * 2)(torch.zeros(2))
+    assert "autocast (device, dtype)s and cache == ((('cpu', torch.bfloat16),), True)" in report.guards

@@ -49,6 +49,8 @@ _PRIORITY = {
     "TENSOR_ALIAS": 6,
     "NOT_IN_GLOBALS": 7,
     "GRAD_MODE": 8,
+    "AUTOCAST": 8,
+    "DEFAULT_DTYPE": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
 }
@@ -125,11 +127,43 @@ class Guard:
             return f"global {e!r} not defined (builtin {e!r} used)"
         if k == "GRAD_MODE":
             return f"torch.is_grad_enabled() == {e}"
+        if k == "AUTOCAST":
+            return "autocast off on every device" if e is None else f"autocast (device, dtype)s and cache == {e}"
+        if k == "DEFAULT_DTYPE":
+            return f"torch.get_default_dtype() == {e}"
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":
             return "shape environment guards"
         return f"{k}({src}, {e!r})"
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def autocast_state():
+    """The autocast settings a graph's meaning depends on: ``None`` when autocast
+    is off on every device, else ((device, dtype) of each enabled device, cache flag).
+
+    Example::
+
+        >>> import torch
+        >>> autocast_state() is None
+        True
+        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+        ...     autocast_state()
+        ((('cpu', torch.bfloat16),), True)
+    """
+    if not torch._C._is_any_autocast_enabled():
+        return None
+    enabled = []
+    for device in _AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(device):
+                enabled.append((device, torch.get_autocast_dtype(device)))
+        except RuntimeError:  # a device type this build does not know
+            continue
+    return tuple(enabled), torch.is_autocast_cache_enabled()
 
 
 def _short(obj) -> str:
@@ -320,6 +354,9 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         "___G": frame_globals,
         "___B": builtins.__dict__,
         "___grad_enabled": torch.is_grad_enabled,
+        "___any_autocast": torch._C._is_any_autocast_enabled,
+        "___autocast_state": autocast_state,
+        "___default_dtype": torch.get_default_dtype,
     }
     if not closure_param:
         ns["___cells"] = fn.__closure__ or ()
@@ -478,6 +515,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
     k = g.kind
     if k == "GRAD_MODE":
         return f"___grad_enabled() is {g.expected}"
+    if k == "AUTOCAST":
+        return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
+    if k == "DEFAULT_DTYPE":
+        return f"___default_dtype() is {bind(g.expected)}"
     if k == "NOT_IN_GLOBALS":
         return f"{g.expected!r} not in ___G"
     e = expr_of(g.source, setup)

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import OutputGraph
-from ..guards import Guard, GuardSet
+from ..guards import Guard, GuardSet, autocast_state
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
 from ..sources import ItemSource, LocalSource, ObjectSource
@@ -103,6 +103,10 @@ class Trace:
             self._enter_with_state(root, origin.state_block, bound.arguments[STATE_ARG])
         grad_before = self.grad_enabled_at_start = torch.is_grad_enabled()
         self.guards.add(Guard("GRAD_MODE", None, grad_before))
+        # Ambient state that changes what the captured ops compute (autocast
+        # casts, the dtype of new tensors); a compiled backend bakes it in.
+        self.guards.add(Guard("AUTOCAST", None, autocast_state()))
+        self.guards.add(Guard("DEFAULT_DTYPE", None, torch.get_default_dtype()))
         try:
             try:
                 return root.run()
