@@ -305,3 +305,135 @@ def test_exception_before_the_yield_propagates_from_the_with_statement():
         return x
 
     run(f, torch.ones(2), graphs=1, fullgraph=True)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_autocast_block_is_captured(backend):
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            with torch.autocast("cpu", enabled=False):
+                z = x @ w
+            inner = (y.dtype, z.dtype, torch.is_autocast_enabled("cpu"))
+        return y, z, inner, torch.is_autocast_enabled("cpu")
+
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    be = CountingBackend(backend)
+    cf = bytegraph.compile(f, backend=be, fullgraph=True)
+    expected = f(x, w)
+    for _ in range(2):
+        got = cf(x, w)
+        assert got[0].dtype == torch.bfloat16 and got[1].dtype == torch.float32
+        torch.testing.assert_close(got[0], expected[0], atol=0.05, rtol=0.02)
+        torch.testing.assert_close(got[1], expected[1])
+        assert got[2:] == expected[2:]
+    assert not torch.is_autocast_enabled("cpu")
+    assert be.count == 1
+
+
+def test_autocast_training_step_matches_eager():
+    lin = torch.nn.Linear(4, 4)
+
+    def step(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = lin(x).float().pow(2).mean()
+        loss.backward()
+        return loss
+
+    x = torch.randn(3, 4)
+    expected = step(x)
+    grad = lin.weight.grad.clone()
+    lin.weight.grad = None
+    got = bytegraph.compile(step, backend="aot_eager")(x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(lin.weight.grad, grad)
+
+
+def test_autocast_default_dtype_is_guarded():
+    def f(x):
+        with torch.autocast("cpu"):
+            return x @ x
+
+    cf = bytegraph.compile(f, backend="inductor")
+    x = torch.randn(4, 4)
+    assert cf(x).dtype == f(x).dtype == torch.bfloat16
+    old = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", torch.float16)
+    try:
+        assert cf(x).dtype == f(x).dtype == torch.float16
+    finally:
+        torch.set_autocast_dtype("cpu", old)
+    assert bytegraph.stats().graphs == 2
+
+
+def test_autocast_that_warns_runs_natively_and_warns_each_call():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.float32):  # unsupported: warns and disables itself
+            return x * 2
+
+    cf = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="Disabling autocast"):
+            torch.testing.assert_close(cf(torch.ones(2)), torch.full((2,), 2.0))
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+class Recorder:
+    """A context manager class instantiated inside the compiled function."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __enter__(self):
+        LOG.append(("enter", self.tag))
+        return self
+
+    def __exit__(self, kind, value, tb):
+        LOG.append(("exit", self.tag, kind.__name__ if kind else None))
+        return kind is KeyError
+
+
+def test_context_manager_object_made_in_the_trace():
+    def f(x):
+        with Recorder("a") as r:
+            x = x * 2
+            LOG.append(r.tag)
+        with Recorder("b"):
+            x = x + 1
+            {}["missing"]  # suppressed by __exit__
+        return x
+
+    run(f, torch.ones(2), graphs=1, fullgraph=True)
+
+
+def test_break_inside_a_context_manager_object_made_in_the_trace():
+    def f(x):
+        with Recorder("a"):
+            x = x * 2
+            print("inside")
+            x = x + 1
+        return x
+
+    # enter in the first graph; the exit (a bound method of the rebuilt object) is captured after the break
+    run(f, torch.ones(2), graphs=2, breaks=1)
+
+
+def test_contextlib_nullcontext_and_suppress():
+    def f(x, flag):
+        ctx = contextlib.nullcontext(x) if flag else torch.no_grad()
+        with ctx as got:
+            y = x * 2
+        with contextlib.suppress(IndexError):
+            y = y + [1][5]
+        with contextlib.suppress(IndexError):
+            y = y + 1
+        return y, got is x
+
+    run(f, torch.ones(2), True, graphs=1, fullgraph=True)
+
+
+def test_finfo_and_iinfo_are_constants():
+    def f(x):
+        return x.clamp(min=torch.finfo(x.dtype).min / 2, max=torch.iinfo(torch.int16).max)
+
+    run(f, torch.randn(4) * 1e5, graphs=1, fullgraph=True)

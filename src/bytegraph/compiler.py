@@ -194,9 +194,9 @@ def _check_no_input_aliasing(trace: Trace) -> None:
     # mutates something: a backend may functionalize the mutation.  A pure
     # graph computes the same values whatever aliases, so it needs no check
     # (the check costs an id() per input on every call).
-    from .graph import _is_impure
+    from .graph import GLOBAL_STATE_TARGETS, _is_impure
     if not any(_is_impure(n) for n in trace.graph.graph.nodes if n.op in ("call_function", "call_method")
-               and n.target is not torch._C._set_grad_enabled):
+               and n.target not in GLOBAL_STATE_TARGETS):
         return
     sources = [inp.source for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
     if len(sources) > 1:

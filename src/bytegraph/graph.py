@@ -137,6 +137,13 @@ class OutputGraph:
         return [i.fake for i in self.inputs]
 
 
+#: graph calls that switch process-wide state (grad mode, autocast): kept even
+#: without users, and not mutations of any tensor
+GLOBAL_STATE_TARGETS = frozenset({
+    torch._C._set_grad_enabled, torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast,
+})
+
+
 def _is_impure(node: fx.Node) -> bool:
     if node.meta.get("impure"):
         return True
@@ -144,7 +151,7 @@ def _is_impure(node: fx.Node) -> bool:
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if name.endswith("_") and not name.endswith("__"):
         return True  # in-place method/function (add_, copy_, ...)
-    if target in (operator.setitem, torch._C._set_grad_enabled):
+    if target is operator.setitem or target in GLOBAL_STATE_TARGETS:
         return True
     if node.kwargs.get("out") is not None:
         return True

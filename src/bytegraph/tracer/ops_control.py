@@ -10,13 +10,15 @@ from __future__ import annotations
 from ..errors import Unsupported, UserException
 from ..values.constants import NONE, ConstantValue, const
 from ..values.containers import IteratorValue
-from ..values.contexts import GeneratorContextExitValue, GeneratorContextValue
+from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
+from ..values.modules import NewObjectValue
 from ..values.objects import ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue
 
 
 def _python_method(obj, name: str) -> bool:
+    """Is ``name`` a Python function on the class of a user object (pre-existing or made in the trace)?"""
     import types
-    attr = getattr(type(obj.obj), name, None)
+    attr = getattr(obj.python_type(), name, None)
     return isinstance(attr, types.FunctionType)
 
 
@@ -78,7 +80,7 @@ class ControlOps:
     # -- with ------------------------------------------------------------------
     def BEFORE_WITH(self, ins):
         ctx = self.stack[-1]
-        if isinstance(ctx, GradModeValue):
+        if isinstance(ctx, (GradModeValue, AutocastValue)):
             self.stack.pop()
             self.stack.append(WithExitValue(ctx))
             self.stack.append(ctx.enter(self))
@@ -89,7 +91,8 @@ class ControlOps:
             self.stack.append(GeneratorContextExitValue(ctx))
             self.stack.append(entered)
             return
-        if isinstance(ctx, UserObjectValue) and _python_method(ctx, "__enter__") and _python_method(ctx, "__exit__"):
+        if isinstance(ctx, (UserObjectValue, NewObjectValue)) and _python_method(ctx, "__enter__") \
+                and _python_method(ctx, "__exit__"):
             # A user context manager: __enter__ is inlined now, the bound
             # __exit__ waits on the stack like CPython's.
             exit_fn = ctx.get_attr(self, "__exit__")

@@ -51,6 +51,8 @@ class Trace:
         #: generator context managers entered and not yet exited, outermost first
         #: (a graph break inside one moves to its ``with`` statement)
         self.open_contexts: list = []
+        #: torch.autocast blocks entered in the graph and not yet left
+        self.open_autocasts: list = []
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -114,6 +116,10 @@ class Trace:
                 self.stopped_frame = stop.frame
                 return None
             finally:
+                # A graph ends outside every autocast block it entered (the
+                # code after a break re-enters them natively).
+                for ctx in reversed(list(self.open_autocasts)):
+                    ctx.close(self)
                 self._balance_grad_mode(grad_before)
         finally:
             torch._C._set_grad_enabled(grad_before)

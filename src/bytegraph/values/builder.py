@@ -155,6 +155,11 @@ def wrap_callable_or_object(tx, obj, source):
         if obj in GRAD_MODE_CLASSES:
             from .builtins_table import GradModeClassValue
             return GradModeClassValue(obj, source)
+        if obj is torch.autocast:
+            from .contexts import AutocastClassValue
+            return AutocastClassValue(obj, source)
+        if obj is torch.finfo or obj is torch.iinfo:  # called at trace time (TORCH_SPECIAL)
+            return TorchFunctionValue(obj, source)
         return ClassValue(obj, source)
     if isinstance(obj, TensorFunctionValueTypes) or _is_torch_function(obj):
         return TorchFunctionValue(obj, source)
@@ -227,6 +232,12 @@ def _wrap_bound_method(tx, obj, source):
         mode = GradModeValue(torch.is_grad_enabled())
         mode.previous = receiver.prev
         return WithExitValue(mode)
+    if isinstance(receiver, torch.autocast) and obj.__func__.__name__ == "__exit__":
+        # an autocast block re-entered natively after a graph break: leaving it
+        # restores state saved in the real object, so it runs natively too
+        from .objects import OpaqueValue
+        return OpaqueValue(obj, source, "leaving a torch.autocast block entered before this graph",
+                           "autocast_exit", "the exit runs natively between graphs")
     fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
     return BoundMethodValue(fn, wrap(tx, receiver, self_src), source)
 
@@ -241,8 +252,14 @@ _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess",
                      "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
 
 
+#: pure classes of skipped modules whose methods are inlined after all
+_INLINED_LIBRARY_CLASSES = {"contextlib": ("nullcontext.", "suppress.")}
+
+
 def _skipped_module(fn):
     mod = getattr(fn, "__module__", None) or ""
+    if getattr(fn, "__qualname__", "").startswith(_INLINED_LIBRARY_CLASSES.get(mod, ())):
+        return None
     top = mod.partition(".")[0]
     if top in _SKIPPED_MODULES:
         return _SKIPPED_MODULES[top]

@@ -55,7 +55,7 @@ def _len(tx, args, kwargs):
 
 def _isinstance(tx, args, kwargs):
     obj, cls = args
-    classes = cls.as_constant() if cls.is_constant() else tuple(c.as_constant() for c in cls.unpack(tx))
+    classes = _classes(tx, cls)
     if isinstance(obj, ConstantValue):
         return const(isinstance(obj.value, classes))
     t = obj.python_type()
@@ -67,9 +67,17 @@ def _isinstance(tx, args, kwargs):
         tx.raise_python_exception(e)
 
 
+def _classes(tx, v: Value):
+    """A class or a (nested) tuple of classes, as ``isinstance``/``issubclass`` take it."""
+    return v.as_constant() if v.is_constant() else tuple(_classes(tx, c) for c in v.unpack(tx))
+
+
 def _issubclass(tx, args, kwargs):
-    a, b = (x.as_constant() for x in args)
-    return const(issubclass(a, b))
+    a, b = (_classes(tx, x) for x in args)
+    try:
+        return const(issubclass(a, b))
+    except TypeError as e:
+        tx.raise_python_exception(e)
 
 
 def _iter_items(tx, v: Value) -> List[Value]:

@@ -1,6 +1,13 @@
-"""Context managers written as generators with ``@contextlib.contextmanager``.
+"""Context managers traced whole: ``torch.autocast`` and generators decorated
+with ``@contextlib.contextmanager`` (grad-mode contexts are in ``objects.py``).
 
-``with cm(x) as y: body`` is traced whole: entering runs the generator
+``torch.autocast(...)``: entering and leaving are recorded in the graph
+(``torch.amp.autocast_mode._enter_autocast``/``_exit_autocast``, which
+backends trace through) and applied to the tracer's real autocast state, so
+fake tensors get the dtypes autocast gives.  A graph that ends inside the
+block (a break) leaves it in the graph; the code after re-enters natively.
+
+``with cm(x) as y: body`` for a ``@contextmanager`` function is traced whole: entering runs the generator
 function symbolically up to its ``yield`` (the yielded value is ``y``), the
 body is traced as usual, and the ``with`` statement's exit resumes the
 generator (normally, or by throwing the body's exception into it at the
@@ -17,12 +24,19 @@ runs no user code) and its body is captured in the resume function.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import types
+import warnings
+
+import torch
 
 from ..errors import Unsupported, UserException
 from .base import Value
-from .constants import const
-from .objects import WithExitValue
+from .constants import NONE, const
+from .objects import ClassValue, WithExitValue
+
+_enter_autocast = torch.amp.autocast_mode._enter_autocast
+_exit_autocast = torch.amp.autocast_mode._exit_autocast
 
 
 def _helper_code() -> types.CodeType:
@@ -152,3 +166,77 @@ class GeneratorContextExitValue(WithExitValue):
 
 def _is_none(v) -> bool:
     return v.is_constant() and v.as_constant() is None
+
+
+class AutocastClassValue(ClassValue):
+    """The class ``torch.autocast`` (``torch.amp.autocast``); calling it with
+    constant arguments makes an :class:`AutocastValue`."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs):
+        from ..guards import Guard
+        if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+            raise Unsupported("torch.autocast with non-constant arguments", kind="unsupported_context")
+        values = [a.as_constant() for a in args]
+        kw = {k: v.as_constant() for k, v in kwargs.items()}
+        # The real constructor validates and resolves defaults exactly as an
+        # eager call would; if it warns or raises, the call runs natively so
+        # the user sees that.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                real = self.cls(*values, **kw)
+            except Exception as e:
+                raise Unsupported(f"torch.autocast(...) raises {type(e).__name__}: {e}", kind="unsupported_context",
+                                  hint="the call runs natively so the error is raised as in Python") from None
+        if caught:
+            raise Unsupported(f"torch.autocast(...) warns: {caught[0].message}", kind="unsupported_context",
+                              hint="the call runs natively so the warning is shown")
+        given = inspect.signature(self.cls.__init__).bind(None, *values, **kw).arguments
+        if given.get("dtype") is None or given.get("cache_enabled") is None:
+            # defaults read from process-wide autocast settings
+            tx.guards.add(Guard("AUTOCAST_DEFAULTS", None, (real.device, torch.get_autocast_dtype(real.device),
+                                                            torch.is_autocast_cache_enabled())))
+        return AutocastValue(real.device, real.fast_dtype, real._enabled, real._cache_enabled)
+
+
+class AutocastValue(Value):
+    """A ``torch.autocast(device_type, dtype, enabled, cache_enabled)`` object
+    created in the trace (arguments resolved).  Reconstructs as a new
+    ``torch.autocast`` with the same resolved arguments."""
+
+    __slots__ = ("args", "node", "mode")
+
+    def __init__(self, device: str, dtype, enabled: bool, cache_enabled: bool):
+        super().__init__()
+        self.args = (device, dtype, enabled, cache_enabled)
+        self.node = None
+        self.mode = None
+
+    def python_type(self):
+        return torch.autocast
+
+    def enter(self, tx) -> Value:
+        if self.node is not None:
+            raise Unsupported("entering a torch.autocast object twice", kind="unsupported_context")
+        self.node = tx.graph.create_node("call_function", _enter_autocast, self.args, {}, None)
+        self.mode = _enter_autocast(*self.args)
+        tx.trace.open_autocasts.append(self)
+        return self
+
+    def exit(self, tx) -> Value:
+        self.close(tx.trace)
+        return NONE
+
+    def close(self, trace) -> None:
+        """Leave the block, in the graph and in the tracer's real state."""
+        trace.graph.create_node("call_function", _exit_autocast, (self.node,), {}, None)
+        _exit_autocast(self.mode)
+        trace.open_autocasts.remove(self)
+
+    def reconstruct(self, cg):
+        cg.push_callable(torch.autocast)
+        for a in self.args:
+            cg.load_object(a)
+        cg.call(len(self.args))

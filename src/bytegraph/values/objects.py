@@ -89,6 +89,11 @@ class ClassValue(Value):
         from .builtins_table import call_type
         return call_type(tx, self.cls, args, kwargs)
 
+    def truth(self, tx):
+        if type(self.cls) is type:
+            return True
+        return bool(self.cls)  # a metaclass __bool__/__len__ (e.g. an Enum class's member count)
+
     def reconstruct(self, cg):
         if self.source is not None:
             return self.source.emit_load(cg)

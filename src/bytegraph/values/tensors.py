@@ -308,6 +308,12 @@ TORCH_SPECIAL: Dict[Any, Any] = {
     torch.Size: lambda tx, a, k: const(torch.Size([v.as_constant() for v in a[0].unpack(tx)]) if a else torch.Size()),
     torch.finfo: _const_call(torch.finfo),
     torch.iinfo: _const_call(torch.iinfo),
+    # Queries of process-wide state: the tracer's real state is the program's
+    # (the entry guards it on entry; traced blocks switch it as they go).
+    torch.is_autocast_enabled: _const_call(torch.is_autocast_enabled),
+    torch.get_autocast_dtype: _const_call(torch.get_autocast_dtype),
+    torch.is_autocast_cache_enabled: _const_call(torch.is_autocast_cache_enabled),
+    torch.is_inference_mode_enabled: _const_call(torch.is_inference_mode_enabled),
 }
 
 
