@@ -437,3 +437,15 @@ def test_finfo_and_iinfo_are_constants():
         return x.clamp(min=torch.finfo(x.dtype).min / 2, max=torch.iinfo(torch.int16).max)
 
     run(f, torch.randn(4) * 1e5, graphs=1, fullgraph=True)
+
+
+def test_inference_mode_block_runs_natively_and_its_body_is_captured():
+    def f(x):
+        y = x * 2
+        with torch.inference_mode():
+            z = y + 1
+            inside = (torch.is_inference_mode_enabled(), z.is_inference())
+        return z * 3, inside
+
+    # constructing the context, entering it and leaving it run natively
+    run(f, torch.ones(2), graphs=3, breaks=3)

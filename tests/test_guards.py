@@ -282,3 +282,24 @@ def test_recompile_reason_names_autocast(caplog):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         report = bytegraph.explain(lambda x: x * 2)(torch.zeros(2))
     assert "autocast (device, dtype)s and cache == ((('cpu', torch.bfloat16),), True)" in report.guards
+
+
+def test_inference_mode_is_guarded():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x) * 2
+
+    cf = bytegraph.compile(f, backend="aot_eager")
+    x = torch.randn(3, 2)
+    out = cf(x)
+    assert out.requires_grad and not out.is_inference()
+    # grad mode stays on inside this block: only the inference-mode guard sees the change
+    with torch.inference_mode(), torch.enable_grad():
+        inner = cf(x)
+        expected = f(x)
+        assert inner.is_inference() == expected.is_inference()
+        assert inner.requires_grad == expected.requires_grad
+        torch.testing.assert_close(inner, expected)
+    assert cf(x).requires_grad
+    assert bytegraph.stats().graphs == 2

@@ -51,6 +51,7 @@ _PRIORITY = {
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
+    "INFERENCE_MODE": 8,
     "AUTOCAST_DEFAULTS": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
@@ -132,6 +133,8 @@ class Guard:
             return "autocast off on every device" if e is None else f"autocast (device, dtype)s and cache == {e}"
         if k == "DEFAULT_DTYPE":
             return f"torch.get_default_dtype() == {e}"
+        if k == "INFERENCE_MODE":
+            return f"torch.is_inference_mode_enabled() == {e}"
         if k == "AUTOCAST_DEFAULTS":
             return f"(torch.get_autocast_dtype({e[0]!r}), torch.is_autocast_cache_enabled()) == {e[1:]}"
         if k == "SHAPE_ENV_EXPR":
@@ -360,6 +363,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         "___any_autocast": torch._C._is_any_autocast_enabled,
         "___autocast_state": autocast_state,
         "___default_dtype": torch.get_default_dtype,
+        "___inference_mode": torch.is_inference_mode_enabled,
         "___autocast_dtype": torch.get_autocast_dtype,
         "___autocast_cache": torch.is_autocast_cache_enabled,
     }
@@ -524,6 +528,8 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
     if k == "DEFAULT_DTYPE":
         return f"___default_dtype() is {bind(g.expected)}"
+    if k == "INFERENCE_MODE":
+        return f"___inference_mode() is {g.expected}"
     if k == "AUTOCAST_DEFAULTS":
         device, dtype, cache = g.expected
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"

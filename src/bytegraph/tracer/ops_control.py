@@ -7,12 +7,19 @@ the raising instruction (3.11's static table), exactly as CPython would.
 
 from __future__ import annotations
 
+import torch
+
 from ..errors import Unsupported, UserException
 from ..values.constants import NONE, ConstantValue, const
 from ..values.containers import IteratorValue
 from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
 from ..values.modules import NewObjectValue
 from ..values.objects import ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue
+
+
+# torch contexts whose enter/exit switch C++ state bytegraph does not model:
+# the with statement runs natively (its body is still captured)
+_NATIVE_CONTEXTS = (torch.inference_mode,)
 
 
 def _python_method(obj, name: str) -> bool:
@@ -92,7 +99,7 @@ class ControlOps:
             self.stack.append(entered)
             return
         if isinstance(ctx, (UserObjectValue, NewObjectValue)) and _python_method(ctx, "__enter__") \
-                and _python_method(ctx, "__exit__"):
+                and _python_method(ctx, "__exit__") and not issubclass(ctx.python_type(), _NATIVE_CONTEXTS):
             # A user context manager: __enter__ is inlined now, the bound
             # __exit__ waits on the stack like CPython's.
             exit_fn = ctx.get_attr(self, "__exit__")

@@ -109,6 +109,7 @@ class Trace:
         # casts, the dtype of new tensors); a compiled backend bakes it in.
         self.guards.add(Guard("AUTOCAST", None, autocast_state()))
         self.guards.add(Guard("DEFAULT_DTYPE", None, torch.get_default_dtype()))
+        self.guards.add(Guard("INFERENCE_MODE", None, torch.is_inference_mode_enabled()))
         try:
             try:
                 return root.run()

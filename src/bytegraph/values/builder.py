@@ -225,19 +225,20 @@ def _wrap_bound_method(tx, obj, source):
     tx.guards.add(Guard("TYPE_MATCH", source, types.MethodType))
     receiver = obj.__self__
     self_src = AttrSource(source, "__self__")
-    if type(receiver) in GRAD_MODE_CLASSES and obj.__func__.__name__ == "__exit__":
+    if type(receiver) in GRAD_MODE_CLASSES and type(receiver) is not torch.inference_mode \
+            and obj.__func__.__name__ == "__exit__":
         # the __exit__ of a grad-mode context left on the stack across a graph break
         tx.guards.add(Guard("TYPE_MATCH", self_src, type(receiver)))
         tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(self_src, "prev"), receiver.prev))
         mode = GradModeValue(torch.is_grad_enabled())
         mode.previous = receiver.prev
         return WithExitValue(mode)
-    if isinstance(receiver, torch.autocast) and obj.__func__.__name__ == "__exit__":
-        # an autocast block re-entered natively after a graph break: leaving it
-        # restores state saved in the real object, so it runs natively too
+    if isinstance(receiver, (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
+        # a block entered natively before this graph: leaving it restores
+        # state saved in the real object, so it runs natively too
         from .objects import OpaqueValue
-        return OpaqueValue(obj, source, "leaving a torch.autocast block entered before this graph",
-                           "autocast_exit", "the exit runs natively between graphs")
+        return OpaqueValue(obj, source, f"leaving a {type(receiver).__name__} block entered before this graph",
+                           "native_context_exit", "the exit runs natively between graphs")
     fn = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
     return BoundMethodValue(fn, wrap(tx, receiver, self_src), source)
 
