@@ -107,6 +107,10 @@ OPERATOR_CASES = [
     ("getitem", lambda x: (operator.getitem(x, 0), operator.getitem([5, 6], -1),
                            operator.getitem({"k": x}, "k") + 1)),
     ("index_abs", lambda x: (x * operator.index(3), operator.abs(-4), operator.abs(x))),
+    ("itemgetter", lambda x: (operator.itemgetter(1)([x, x * 2]), operator.itemgetter(0, 2)((x, 5, x + 1)),
+                              sorted([(2, x), (1, x * 3)], key=operator.itemgetter(0))[0][1])),
+    ("attrgetter", lambda x: (operator.attrgetter("shape")(x), operator.attrgetter("real", "dtype")(x),
+                              operator.attrgetter("T.shape")(x.view(2, 2)) if x.numel() == 4 else None)),
 ]
 
 

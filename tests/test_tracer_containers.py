@@ -2,6 +2,7 @@
 used inside the traced function (never mutating pre-existing containers)."""
 
 import collections
+import typing
 
 import pytest
 import torch
@@ -74,6 +75,39 @@ def test_namedtuple_built_inside_and_returned():
 
     out, _ = assert_same(f, t(3))
     assert type(out) is Pair
+
+
+class Span(typing.NamedTuple):
+    start: torch.Tensor
+    length: int = 2
+
+    def end(self):
+        return self.start + self.length
+
+    @property
+    def doubled(self):
+        return self.length * 2
+
+
+def test_typing_namedtuple_methods_replace_and_asdict():
+    def f(x):
+        s = Span(x)
+        r = s._replace(length=5)
+        d = r._asdict()
+        return s.end(), r.end() * r.doubled, d, type(r).__name__
+
+    out, _ = assert_same(f, t(3))
+    assert isinstance(out[2], dict) and list(out[2]) == ["start", "length"]
+
+
+def test_namedtuple_replace_with_an_unknown_field_raises_like_python():
+    def f(x):
+        try:
+            Pair(x, 1)._replace(middle=2)
+        except ValueError as e:
+            return x + 1, str(e)
+
+    assert_same(f, t(3))
 
 
 def test_nested_tuple_unpack():

@@ -371,6 +371,18 @@ def _round(tx, args, kwargs):
     return _constant_fn(round)(tx, args, kwargs)
 
 
+def _getter(kind):
+    def handler(tx, args, kwargs):
+        from .functions import GetterValue
+        if not args or kwargs or not all_constant(args):
+            raise Unsupported(f"operator.{kind.__name__} with non-constant keys", kind="unsupported_call")
+        keys = tuple(a.as_constant() for a in args)
+        if kind is operator.attrgetter and not all(isinstance(k, str) for k in keys):
+            tx.raise_python_exception(TypeError("attribute name must be a string"))
+        return GetterValue(kind, keys)
+    return handler
+
+
 def _partial(tx, args, kwargs):
     from .functions import PartialValue
     return PartialValue(args[0], list(args[1:]), dict(kwargs))
@@ -572,6 +584,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
     functools.partial: _partial, locals: _locals, super: _super,
+    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, id: _id, inspect.signature: _signature,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],

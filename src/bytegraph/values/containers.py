@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import types
 from typing import Dict, List, Optional
 
 from ..errors import Unsupported
@@ -124,10 +125,31 @@ class NamedTupleValue(TupleValue):
         if fields and name in fields:
             return self.items[list(fields).index(name)]
         attr = getattr(self.cls, name, None)
+        if isinstance(attr, property) and attr.fget is not None:
+            return tx.wrap(attr.fget, None).call(tx, [self], {})
+        if _class_method(self.cls, name):
+            from .functions import BoundMethodValue
+            return BoundMethodValue(tx.wrap(attr, None), self)
         if attr is not None and not callable(attr):  # class-level data such as ``_fields``
             from .builder import wrap_derived_constant
             return wrap_derived_constant(tx, attr, name)
         return super().get_attr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.cls, "_fields", None)
+        if fields is not None and name == "_replace" and not args:
+            unknown = [k for k in kwargs if k not in fields]
+            if unknown:
+                tx.raise_python_exception(ValueError(f"Got unexpected field names: {unknown!r}"))
+            return NamedTupleValue([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.cls)
+        if fields is not None and name == "_asdict" and not args and not kwargs:
+            out = DictValue()
+            for f, item in zip(fields, self.items):
+                out.entries[str_key(f)] = (const(f), item)
+            return out
+        if _class_method(self.cls, name):
+            return tx.wrap(getattr(self.cls, name), None).call(tx, [self, *args], kwargs)
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -138,6 +160,13 @@ class NamedTupleValue(TupleValue):
         # namedtuple: cls._make(items); structseq (torch.return_types): cls(items)
         cg.emit("BUILD_TUPLE", arg=len(self.items))
         cg.call(1)
+
+
+def _class_method(cls, name: str) -> bool:
+    """A method written in a (``typing.NamedTuple``) class body, as opposed to
+    tuple's and the namedtuple machinery's own (``_replace``, ``_make``, dunders)."""
+    return (isinstance(getattr(cls, name, None), types.FunctionType) and not name.startswith("__")
+            and name not in ("_replace", "_asdict", "_make"))
 
 
 class ListValue(BaseListValue):

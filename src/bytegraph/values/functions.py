@@ -357,3 +357,40 @@ class PartialValue(Value):
         cg.push_callable(functools.partial)
         cg.reconstruct(self.func)
         cg.call_with(self.args, self.kwargs, leading=1)
+
+
+class GetterValue(Value):
+    """``operator.itemgetter(*keys)`` or ``operator.attrgetter(*names)`` created
+    in the trace (constant keys).  Calls index or read attributes symbolically;
+    reconstructs by calling the same constructor again."""
+
+    __slots__ = ("kind", "keys")
+
+    def __init__(self, kind, keys: tuple):
+        super().__init__()
+        self.kind = kind  # operator.itemgetter or operator.attrgetter
+        self.keys = keys
+
+    def python_type(self):
+        return self.kind
+
+    def _one(self, tx, obj: Value, key) -> Value:
+        import operator
+        if self.kind is operator.itemgetter:
+            from .operators import getitem
+            return getitem(tx, obj, const(key))
+        for name in key.split("."):
+            obj = obj.get_attr(tx, name)
+        return obj
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            tx.raise_python_exception(TypeError(f"{self.kind.__name__} expected 1 argument, got {len(args)}"))
+        values = [self._one(tx, args[0], k) for k in self.keys]
+        return values[0] if len(values) == 1 else TupleValue(values)
+
+    def reconstruct(self, cg):
+        cg.push_callable(self.kind)
+        for k in self.keys:
+            cg.load_object(k)
+        cg.call(len(self.keys))
