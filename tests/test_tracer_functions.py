@@ -312,3 +312,67 @@ def test_lambda_forwarding_star_args_to_nested_def():
         return h(x), h(x, k=3, z=1)
 
     assert_same(f, t(2))
+
+
+def flatten(items):
+    for item in items:
+        if isinstance(item, list):
+            yield from flatten(item)
+        else:
+            yield item
+
+
+def test_generator_with_yield_from_is_run_whole():
+    def f(x):
+        return sum(flatten([x, [x * 2, [x + 1]], 3])), list(flatten([[1, 2], (3,)]))
+
+    assert_same(f, t(3))
+
+
+def test_module_modules_and_named_modules_walk():
+    net = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(3, 2)))
+
+    def f(x):
+        linears = [m for m in net.modules() if isinstance(m, torch.nn.Linear)]
+        names = [n for n, _ in net.named_modules()]
+        return net(x) * len(linears), names
+
+    assert_same(f, t(2, 3))
+
+
+@torch.compiler.disable
+def left_alone(x):
+    return x.sin() + 1
+
+
+def test_compiler_disable_runs_the_call_natively():
+    def f(x):
+        return left_alone(x * 2) * 3
+
+    assert_same(f, t(3), graphs=2, breaks=1)
+
+
+def test_itertools_over_values_and_constants():
+    import itertools
+    import operator
+
+    def f(x):
+        pairs = list(itertools.product([x, x * 2], [1, 2]))
+        combos = [a + b for a, b in itertools.combinations([x, x + 1, x + 2], 2)]
+        perms = list(itertools.permutations("abc", 2))
+        running = list(itertools.accumulate([x, x, x]))
+        prod = list(itertools.accumulate([1, 2, 3], operator.mul, initial=10))
+        return [a * b for a, b in pairs], combos, perms, running, prod, list(itertools.product([0, 1], repeat=2))
+
+    assert_same(f, t(3))
+
+
+def test_list_sort_with_a_key():
+    def f(x):
+        ts = [x[:1], x, x[:2]]
+        ts.sort(key=lambda v: v.shape[0], reverse=True)
+        names = ["bb", "a", "ccc"]
+        names.sort(key=len)
+        return ts, names
+
+    assert_same(f, t(3))

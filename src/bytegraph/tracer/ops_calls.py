@@ -7,7 +7,7 @@ from ..errors import Unsupported
 from ..values.constants import NONE
 from ..values.base import NullValue
 from ..values.cells import CellValue
-from ..values.containers import DictValue, TupleValue
+from ..values.containers import DictValue, IteratorValue, TupleValue
 from ..values.functions import NestedFunctionValue
 
 
@@ -104,6 +104,24 @@ class CallOps:
                               kind="generator", hint="infinite generators cannot be traced")
         self.yielded.append(self.stack.pop())
         self.stack.append(NONE)  # the value sent back in: always None when iterated
+
+    def GET_YIELD_FROM_ITER(self, ins):
+        v = self.stack.pop()
+        self.stack.append(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(self)))
+
+    def SEND(self, ins):
+        # ``yield from it``: the next item goes to the YIELD_VALUE that follows;
+        # when ``it`` is exhausted, the expression's value (None: generators
+        # run to completion keep no return value) replaces both and we jump.
+        sent = self.stack.pop()
+        if not (sent.is_constant() and sent.as_constant() is None):
+            raise Unsupported("send() into a `yield from`", kind="generator")
+        item = self.stack[-1].next(self)
+        if item is None:
+            self.stack[-1] = NONE
+            self.jump_to(ins.target)
+        else:
+            self.stack.append(item)
 
     def RETURN_VALUE(self, ins):
         self.return_value = self.stack.pop()

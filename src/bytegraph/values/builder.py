@@ -144,6 +144,11 @@ def wrap_callable_or_object(tx, obj, source):
     if t is types.FunctionType:
         if _is_torch_function(obj):
             return TorchFunctionValue(obj, source)
+        if getattr(obj, "_torchdynamo_disable", False):
+            # @torch.compiler.disable: the user asked for this call to run natively
+            name = getattr(obj, "__qualname__", "function")
+            return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable",
+                               "compiler_disable", "the call runs natively between graphs, as requested")
         skipped = _skipped_module(obj)
         if skipped is not None:
             kind, hint = skipped

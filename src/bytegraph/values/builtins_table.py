@@ -296,13 +296,12 @@ def _dict(tx, args, kwargs):
 
 
 def _sorted(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
+    from .containers import sort_values
     key = kwargs.get("key")
-    rev = kwargs.get("reverse", const(False)).as_constant()
-    keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
-    ks = [k.as_constant() for k in keys]
-    order = sorted(range(len(items)), key=lambda i: ks[i], reverse=rev)
-    return ListValue([items[i] for i in order])
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
+    rev = bool(kwargs.get("reverse", const(False)).as_constant())
+    return ListValue(sort_values(tx, _iter_items(tx, args[0]), key, rev))
 
 
 def _torch_size(tx, args, kwargs):
@@ -566,6 +565,41 @@ def _chain(tx, args, kwargs):
     return IteratorValue(out)
 
 
+def _rearranging(fn):
+    """``itertools.product``/``combinations``/``permutations``: computed over
+    the positions of the inputs' items, so the items may be any values."""
+    def handler(tx, args, kwargs):
+        if not all_constant(kwargs.values()):
+            raise Unsupported(f"itertools.{fn.__name__} with non-constant options", kind="unsupported_call")
+        options = {k: v.as_constant() for k, v in kwargs.items()}
+        if fn is itertools.product:
+            lists = [_iter_items(tx, a) for a in args]
+            positions = fn(*[range(len(items)) for items in lists], **options)
+            return IteratorValue([TupleValue([lists[j % len(lists)][i] for j, i in enumerate(p)])
+                                  for p in positions])
+        items = _iter_items(tx, args[0])
+        extra = [a.as_constant() for a in args[1:]]
+        return IteratorValue([TupleValue([items[i] for i in p]) for p in fn(range(len(items)), *extra, **options)])
+    return handler
+
+
+def _accumulate(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    if func is not None and func.is_constant() and func.as_constant() is None:
+        func = None
+    initial = kwargs.get("initial")
+    out = [] if initial is None or (initial.is_constant() and initial.as_constant() is None) else [initial]
+    for item in items:
+        if not out:
+            out.append(item)
+        elif func is None:
+            out.append(binary_op(tx, operator.add, out[-1], item))
+        else:
+            out.append(func.call(tx, [out[-1], item], {}))
+    return IteratorValue(out)
+
+
 def _graph_break(tx, args, kwargs):
     raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
@@ -585,7 +619,10 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     format: _constant_fn(format),
     functools.partial: _partial, locals: _locals, super: _super,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
-    itertools.islice: _islice, itertools.chain: _chain, id: _id, inspect.signature: _signature,
+    itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
+    itertools.product: _rearranging(itertools.product),
+    itertools.combinations: _rearranging(itertools.combinations),
+    itertools.permutations: _rearranging(itertools.permutations), id: _id, inspect.signature: _signature,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],

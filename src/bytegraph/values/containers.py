@@ -262,11 +262,26 @@ def _list_reverse(tx, lst):
     return NONE
 
 
+def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> List[Value]:
+    """``items`` in ``sorted(items, key=key, reverse=reverse)`` order (stable);
+    the keys must be constants once computed."""
+    keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
+    if not all_constant(keys):
+        raise Unsupported("sorting by values that are not constants", kind="unsupported_method",
+                          hint="sort by shapes, ints or strings; tensor contents are not known while tracing")
+    ks = [k.as_constant() for k in keys]
+    try:
+        order = sorted(range(len(items)), key=lambda i: ks[i], reverse=reverse)
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    return [items[i] for i in order]
+
+
 def _list_sort(tx, lst, key=None, reverse=None):
-    if key is not None or not all_constant(lst.items):
-        raise Unsupported("list.sort() of non-constant items or with a key", kind="unsupported_method")
     rev = bool(reverse.as_constant()) if reverse is not None else False
-    lst.items.sort(key=lambda v: v.as_constant(), reverse=rev)
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
+    lst.items[:] = sort_values(tx, lst.items, key, rev)
     return NONE
 
 
