@@ -2,6 +2,7 @@
 used inside the traced function (never mutating pre-existing containers)."""
 
 import collections
+import dataclasses
 import typing
 
 import pytest
@@ -536,3 +537,33 @@ def test_list_sort_and_slice_assignment_growing():
         return ks, lst
 
     assert_same(f, t(2))
+
+
+@dataclasses.dataclass
+class Settings:
+    scale: float
+    bias: torch.Tensor = None
+    steps: int = dataclasses.field(default=3, init=False)
+
+
+SETTINGS = Settings(2.0)
+
+
+def test_dataclasses_replace_of_preexisting_and_new_objects():
+    def f(x):
+        a = dataclasses.replace(SETTINGS, bias=x)
+        b = dataclasses.replace(a, scale=a.scale * 2)
+        return b.bias * b.scale + a.steps, a is SETTINGS, type(b).__name__
+
+    out, _ = assert_same(f, t(3))
+    assert SETTINGS.bias is None
+
+
+def test_dataclasses_replace_errors_match_python():
+    def f(x):
+        try:
+            dataclasses.replace(SETTINGS, steps=4)
+        except ValueError as e:
+            return x + 1, str(e)
+
+    assert_same(f, t(3))

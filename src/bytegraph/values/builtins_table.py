@@ -7,6 +7,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -600,6 +601,30 @@ def _accumulate(tx, args, kwargs):
     return IteratorValue(out)
 
 
+def _dataclass_replace(tx, args, kwargs):
+    """``dataclasses.replace(obj, **changes)``: the class called again with obj's
+    init fields, changed ones replaced (what ``replace`` does)."""
+    if len(args) != 1:
+        tx.raise_python_exception(TypeError("replace() takes 1 positional argument"))
+    obj = args[0]
+    cls = obj.python_type()
+    if not dataclasses.is_dataclass(cls) or not isinstance(cls, type):
+        tx.raise_python_exception(TypeError("replace() should be called on dataclass instances"))
+    all_fields = cls.__dataclass_fields__.values()
+    if any(f._field_type is dataclasses._FIELD_INITVAR for f in all_fields):
+        raise Unsupported("dataclasses.replace() of a dataclass with InitVar fields", kind="unsupported_call")
+    init_kwargs = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            if f.name in kwargs:
+                tx.raise_python_exception(ValueError(f"field {f.name} is declared with init=False, "
+                                                     "it cannot be specified with replace()"))
+            continue
+        init_kwargs[f.name] = kwargs[f.name] if f.name in kwargs else obj.get_attr(tx, f.name)
+    init_kwargs.update((k, v) for k, v in kwargs.items() if k not in init_kwargs)  # __init__ rejects them
+    return call_type(tx, cls, [], init_kwargs)
+
+
 def _graph_break(tx, args, kwargs):
     raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
@@ -620,6 +645,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     functools.partial: _partial, locals: _locals, super: _super,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
+    dataclasses.replace: _dataclass_replace,
     itertools.product: _rearranging(itertools.product),
     itertools.combinations: _rearranging(itertools.combinations),
     itertools.permutations: _rearranging(itertools.permutations), id: _id, inspect.signature: _signature,
