@@ -376,3 +376,40 @@ def test_list_sort_with_a_key():
         return ts, names
 
     assert_same(f, t(3))
+
+
+def test_generator_used_as_a_generator_runs_the_frame_eagerly():
+    import inspect
+    import bytegraph
+    from conftest import CountingBackend
+
+    def gen():
+        got = yield 1
+        yield got * 2
+
+    def sends(x):
+        g = gen()
+        next(g)
+        return x * g.send(3)
+
+    def returns(x):
+        return (x * i for i in range(3))
+
+    for fn, check in ((sends, lambda out: torch.equal(out, torch.ones(2) * 6)),
+                      (returns, lambda out: inspect.isgenerator(out) and len(list(out)) == 3)):
+        be = CountingBackend()
+        out = bytegraph.compile(fn, backend=be)(torch.ones(2))
+        assert check(out), fn.__name__
+        assert bytegraph.stats().eager_fallbacks == 1, fn.__name__
+        out = bytegraph.compile(fn, backend=be)(torch.ones(2))  # and stays eager
+        assert check(out), fn.__name__
+        bytegraph.reset()
+
+
+def test_generator_consumed_inside_is_still_captured():
+    def f(x):
+        g = (x * i for i in range(1, 4))
+        first = next(g)
+        return first + sum(g), isinstance(g, type(i for i in ()))
+
+    assert_same(f, t(3))

@@ -98,6 +98,9 @@ class Codegen:
     def __init__(self, root_code: types.CodeType, root_globals: dict, counts: Dict[int, int]):
         self.root_code = root_code
         self.root_globals = root_globals
+        #: True while emitting the frame's own continuation after a graph break
+        #: (values handed to resume functions, not to the caller or to other objects)
+        self.continuation = False
         self.instrs: list = []
         self._counts = counts
         self._temps: Dict[int, str] = {}

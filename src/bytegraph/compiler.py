@@ -28,7 +28,7 @@ from .tracer import Trace
 
 #: Failures that a graph break cannot get past (the value would fail again in
 #: the resume function): the whole frame runs eagerly instead.
-NO_BREAK_KINDS = frozenset({"unsupported_input", "internal"})
+NO_BREAK_KINDS = frozenset({"unsupported_input", "internal", "generator_object"})
 
 
 class CacheEntry:
@@ -145,8 +145,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     se.emit_hook_registrations(cg)
     if plan is not None:
         emitter.cg = cg
+        cg.continuation = True
         emitter.stage(states)
+        cg.continuation = False
         se.emit_replay(cg)
+        cg.continuation = True
         emitter.emit(states)
     else:
         cg.reconstruct(result)

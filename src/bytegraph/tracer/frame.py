@@ -20,7 +20,7 @@ from ..errors import Unsupported, UserException, UserLocation
 from ..values.base import Value
 from ..values.cells import CellValue
 from ..values.constants import const
-from ..values.containers import IteratorValue
+from ..values.containers import GeneratorValue
 from ..values.objects import ExceptionValue
 from .ops_calls import CallOps
 from .ops_control import ControlOps
@@ -160,7 +160,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             # pure generators), which is what traced code does in practice.
             child.yielded = []
             child.run()
-            return IteratorValue(child.yielded)
+            return GeneratorValue(child.yielded)
         return child.run()
 
     def start_generator(self, func: Value, args: List[Value], kwargs: Dict[str, Value]) -> "Frame":
