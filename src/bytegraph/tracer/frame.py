@@ -212,9 +212,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             self.ip = ip + 1
             self.step = trace.steps
             self.current = ins
-            handler = DISPATCH.get(ins.opname)
-            if handler is None:
-                raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
+            handler = DISPATCH.get(ins.opname, _unsupported_opcode)
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -257,6 +255,11 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         out = self.stack[-n:]
         del self.stack[-n:]
         return out
+
+
+def _unsupported_opcode(frame, ins):
+    # run as a handler, so the break gets the instruction's location like any other
+    raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
 
 
 def _is_lit(a) -> bool:

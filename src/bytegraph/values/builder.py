@@ -22,7 +22,8 @@ from ..guards import Guard
 from ..sources import AttrSource, ItemSource, Source
 from .base import Value
 from .constants import LITERAL_TYPES, ConstantValue
-from .containers import DictValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue, TupleValue
+from .containers import (DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
+                         TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
@@ -313,21 +314,26 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
 _IMMUTABLE_RECEIVERS = LITERAL_TYPES + (tuple, frozenset, torch.Size, torch.dtype, torch.device)
 
 
-def python_constant(v: Value):
+def python_constant(v: Value, tx=None):
     """The Python object for a value made only of constants (lists and tuples of
-    constants included); raises Unsupported otherwise."""
+    constants included; with ``tx``, iterators too, consumed as a callee would
+    consume them); raises Unsupported otherwise."""
     if v.is_constant():
         return v.as_constant()
     if isinstance(v, (TupleValue, ListValue)):
-        items = [python_constant(x) for x in v.items]
+        items = [python_constant(x, tx) for x in v.items]
         return tuple(items) if isinstance(v, TupleValue) else items
+    if tx is not None and isinstance(v, IteratorValue):
+        return iter([python_constant(x, tx) for x in v.unpack(tx)])
     raise Unsupported(f"a {v.type_name()} where a constant is needed", kind="unsupported_method")
 
 
 def _bound_constant_method(method):
     def handler(tx, args, kwargs):
+        pos = [python_constant(a, tx) for a in args]
+        kw = {k: python_constant(v, tx) for k, v in kwargs.items()}
         try:
-            out = method(*[python_constant(a) for a in args], **{k: python_constant(v) for k, v in kwargs.items()})
+            out = method(*pos, **kw)
         except Exception as e:
             tx.raise_python_exception(e)
         return wrap_derived_constant(tx, out, method.__name__)
