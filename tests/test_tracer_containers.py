@@ -8,6 +8,8 @@ import typing
 import pytest
 import torch
 
+import bytegraph
+
 from conftest import assert_same, compile_counting
 
 
@@ -567,3 +569,38 @@ def test_dataclasses_replace_errors_match_python():
             return x + 1, str(e)
 
     assert_same(f, t(3))
+
+
+GROUPS = collections.defaultdict(list)
+
+
+def test_defaultdict_and_ordereddict_made_in_the_trace():
+    def f(x):
+        counts = collections.defaultdict(int)
+        for k in "abca":
+            counts[k] += 1
+        groups = collections.defaultdict(list, {"seed": [x]})
+        groups["new"].append(x * 2)
+        od = collections.OrderedDict([("z", x), ("a", 1)])
+        return x * counts["a"], counts, groups, od, counts.get("zz", -1), "zz" in counts
+
+    out, _ = assert_same(f, t(3))
+    assert type(out[1]) is collections.defaultdict and out[1].default_factory is int
+    assert type(out[3]) is collections.OrderedDict and list(out[3]) == ["z", "a"]
+
+
+def test_preexisting_defaultdict_fills_missing_keys_in_place():
+    def f(x):
+        GROUPS["seen"].append(1)
+        return x * len(GROUPS["seen"])
+
+    GROUPS.clear()
+    out = bytegraph.compile(f, backend="eager", fullgraph=True)(t(3))
+    assert GROUPS == {"seen": [1]} and type(GROUPS) is collections.defaultdict
+    torch.testing.assert_close(out, t(3))
+    GROUPS.clear()
+    GROUPS.default_factory = lambda: [0]  # a new factory: guarded, so a new trace
+    out = bytegraph.compile(f, backend="eager", fullgraph=True)(t(3))
+    assert GROUPS == {"seen": [0, 1]}
+    torch.testing.assert_close(out, t(3) * 2)
+    GROUPS.default_factory = list

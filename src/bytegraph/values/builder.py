@@ -70,13 +70,16 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if isinstance(obj, tuple) and hasattr(t, "_fields"):
         _type_len(guards, source, obj)
         return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
-    if t in (dict, collections.OrderedDict):
+    if t in (dict, collections.OrderedDict, collections.defaultdict):
         if not all(type(k) in LITERAL_TYPES for k in obj):
             raise Unsupported("dict with non-constant keys", kind="unsupported_dict")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
         value = DictValue(source=source, cls=t)
+        if t is collections.defaultdict:
+            factory_source = AttrSource(source, "default_factory") if source is not None else None
+            value.default_factory = wrap(tx, obj.default_factory, factory_source)
         se.track_existing(obj, value)
         for k, v in obj.items():
             value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))

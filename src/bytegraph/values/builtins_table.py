@@ -7,6 +7,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -294,6 +295,19 @@ def _dict(tx, args, kwargs):
     for k, v in kwargs.items():
         out.entries[str_key(k)] = (const(k), v)
     return out
+
+
+def _dict_subclass(cls):
+    def handler(tx, args, kwargs):
+        if cls is collections.defaultdict:
+            factory = args[0] if args else NONE
+            out = _dict(tx, args[1:], kwargs)
+            out.default_factory = factory
+        else:
+            out = _dict(tx, args, kwargs)
+        out.cls = cls
+        return out
+    return handler
 
 
 def _sorted(tx, args, kwargs):
@@ -646,6 +660,8 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace,
+    collections.OrderedDict: _dict_subclass(collections.OrderedDict),
+    collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),
     itertools.combinations: _rearranging(itertools.combinations),
     itertools.permutations: _rearranging(itertools.permutations), id: _id, inspect.signature: _signature,

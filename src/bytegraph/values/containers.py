@@ -310,15 +310,16 @@ class DictValue(Value):
 
     Keys must be constants or values compared by identity (tensors, functions).
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
-    insertion order.
+    insertion order; a defaultdict's ``default_factory`` fills missing keys.
     """
 
-    __slots__ = ("entries", "cls")
+    __slots__ = ("entries", "cls", "default_factory")
 
-    def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict):
+    def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
         self.entries: Dict[object, tuple] = dict(entries or {})
         self.cls = cls
+        self.default_factory: Optional[Value] = default_factory
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
@@ -337,6 +338,8 @@ class DictValue(Value):
         return bool(self.entries)
 
     def children(self):
+        if self.default_factory is not None:
+            yield self.default_factory
         for k, v in self.entries.values():
             yield k
             yield v
@@ -350,6 +353,11 @@ class DictValue(Value):
     def getitem(self, tx, key: Value) -> Value:
         hit = self.entries.get(key_of(key))
         if hit is None:
+            factory = self.default_factory
+            if factory is not None and not (factory.is_constant() and factory.as_constant() is None):
+                value = factory.call(tx, [], {})  # defaultdict.__missing__
+                self.setitem(tx, key, value)
+                return value
             tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
         return hit[1]
 
@@ -433,12 +441,14 @@ class DictValue(Value):
     def reconstruct(self, cg):
         if self.cls is not dict:
             cg.push_callable(self.cls)
+            if self.default_factory is not None:
+                cg.reconstruct(self.default_factory)
         for k, v in self.entries.values():
             cg.reconstruct(k)
             cg.reconstruct(v)
         cg.emit("BUILD_MAP", arg=len(self.entries))
         if self.cls is not dict:
-            cg.call(1)
+            cg.call(1 + (self.default_factory is not None))
 
     def __repr__(self):
         return f"DictValue({list(self.entries.values())})"
