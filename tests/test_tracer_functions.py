@@ -413,3 +413,28 @@ def test_generator_consumed_inside_is_still_captured():
         return first + sum(g), isinstance(g, type(i for i in ()))
 
     assert_same(f, t(3))
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+    def __eq__(self, other):  # how the differential check compares results
+        return type(other) is Slotted and self.b == other.b and torch.allclose(self.a, other.a)
+
+
+def test_object_with_slots_made_in_the_trace():
+    def f(x):
+        o = Slotted(x, 2)
+        o.b = o.b + 1
+        try:
+            o.c = 1
+        except AttributeError as e:
+            err = str(e)
+        return o.a * o.b, o, err
+
+    out, _ = assert_same(f, t(3), check_identity=False)
+    assert type(out[1]) is Slotted and out[1].b == 3

@@ -290,6 +290,9 @@ class NewObjectValue(Value):
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
+        slots = _slot_names(self.cls)
+        if slots is not None and name not in slots:
+            tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
             field_names = {f.name for f in dataclasses.fields(self.cls)}
             if name in field_names and not (value.is_constant() and value.as_constant() is None):
@@ -450,8 +453,23 @@ class _Const(Value):
 
 def _make_instance(cls, values, names):
     obj = cls.__new__(cls)
-    obj.__dict__.update(zip(names, values))
+    for name, value in zip(names, values):
+        object.__setattr__(obj, name, value)  # __dict__ entries and __slots__ alike
     return obj
+
+
+def _slot_names(cls: type):
+    """The attribute names instances of ``cls`` may have, or None when they have a ``__dict__``."""
+    names = set()
+    for klass in cls.__mro__[:-1]:  # object has neither
+        slots = klass.__dict__.get("__slots__")
+        if slots is None:
+            return None
+        slots = (slots,) if isinstance(slots, str) else tuple(slots)
+        if "__dict__" in slots:
+            return None
+        names.update(slots)
+    return names
 
 
 def construct_user_object(tx, cls: type, args, kwargs) -> Value:
@@ -463,8 +481,6 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
 
     if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if getattr(cls, "__slots__", None) and not dataclasses.is_dataclass(cls):
-        raise Unsupported(f"constructing {cls.__qualname__} (__slots__)", kind="unsupported_class_call")
     if cls.__setattr__ is not object.__setattr__ and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__)", kind="unsupported_class_call")
     if issubclass(cls, torch.nn.Module):
