@@ -303,3 +303,23 @@ def test_inference_mode_is_guarded():
         torch.testing.assert_close(inner, expected)
     assert cf(x).requires_grad
     assert bytegraph.stats().graphs == 2
+
+
+def test_instance_attributes_of_tensors_are_read_and_guarded():
+    w = torch.nn.Parameter(torch.ones(2))
+
+    def f(x):
+        return x * getattr(w, "scale_hint", 1.0) + hasattr(x, "tag")
+
+    cf, be = compiled(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), f(x))          # neither attribute set
+    w.scale_hint = 3.0
+    torch.testing.assert_close(cf(x), f(x))          # set: guard fails, new trace reads it
+    w.scale_hint = 5.0
+    torch.testing.assert_close(cf(x), f(x))          # changed value: guarded
+    x.tag = "input"
+    torch.testing.assert_close(cf(x), f(x))          # on an input tensor too
+    del w.scale_hint
+    torch.testing.assert_close(cf(torch.ones(2)), f(torch.ones(2)))
+    assert be.count >= 4

@@ -32,7 +32,7 @@ from .symbolic import SYM_TYPES, SymIntValue, is_symbolic, sym_size
 
 class SizeValue(TupleValue):
     """``x.shape`` / ``x.size()`` with symbolic dimensions: a ``torch.Size`` of
-    constants and :class:`SymIntValue`\s.  Reconstructs as ``torch.Size``."""
+    constants and :class:`SymIntValue` values.  Reconstructs as ``torch.Size``."""
 
     __slots__ = ()
 
@@ -111,8 +111,22 @@ class TensorValue(Value):
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodValue(self, name)
         if not hasattr(torch.Tensor, name):
-            tx.raise_python_exception(AttributeError(f"'Tensor' object has no attribute '{name}'"))
+            return self._instance_attr(tx, name)
         raise Unsupported(f"tensor attribute {name!r}", kind="unsupported_tensor_attr")
+
+    def _instance_attr(self, tx, name):
+        """An attribute set on the tensor object itself (``w.my_flag = ...``):
+        read from a pre-existing tensor's ``__dict__``, guarded there."""
+        if self.source is not None:
+            from ..guards import Guard
+            real = tx.graph_input_example(self)
+            instance_dict = AttrSource(self.source, "__dict__")
+            present = name in real.__dict__
+            tx.guards.add(Guard("DICT_CONTAINS", instance_dict, (name, present)))
+            if present:
+                return tx.wrap(real.__dict__[name], AttrSource(self.source, name))
+        # a tensor made in the trace has no instance attributes (setting one breaks)
+        tx.raise_python_exception(AttributeError(f"'{self.python_type().__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
         if name == "requires_grad":
