@@ -323,3 +323,39 @@ def test_instance_attributes_of_tensors_are_read_and_guarded():
     del w.scale_hint
     torch.testing.assert_close(cf(torch.ones(2)), f(torch.ones(2)))
     assert be.count >= 4
+
+
+def test_absent_and_shadowed_attributes_are_guarded():
+    class Obj:
+        def scale(self):
+            return 2
+
+    o = Obj()
+
+    def f(x):
+        return x * getattr(o, "k", 10) * o.scale()
+
+    cf, be = compiled(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), f(x))      # k absent
+    o.k = 6
+    torch.testing.assert_close(cf(x), f(x))      # k appears: the "absent" entry must not match
+    o.scale = lambda: 5                          # an instance attribute shadows the method
+    torch.testing.assert_close(cf(x), f(x))
+    del o.k, o.scale
+    torch.testing.assert_close(cf(x), f(x))
+    Obj.k = 3                                     # added to the class
+    torch.testing.assert_close(cf(x), f(x))
+
+
+def test_monkeypatched_module_forward_is_seen():
+    lin = torch.nn.Linear(2, 2)
+
+    def f(x):
+        return lin(x) + 1
+
+    cf, be = compiled(f)
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(cf(x), f(x))
+    lin.forward = lambda inp: inp * 100
+    torch.testing.assert_close(cf(x), f(x))

@@ -206,6 +206,12 @@ def _has_custom_setattr(cls) -> bool:
     return cls.__setattr__ is not object.__setattr__
 
 
+def _guard_not_in_dict(tx, dict_source, name: str) -> None:
+    if dict_source.base is not None:
+        from ..guards import Guard
+        tx.guards.add(Guard("DICT_CONTAINS", dict_source, (name, False)))
+
+
 def lookup_attr(tx, value: Value, obj, name: str) -> Value:
     """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source."""
     from .functions import BoundMethodValue
@@ -224,6 +230,9 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
     inst_dict = getattr(obj, "__dict__", None)
     if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
         return tx.wrap(inst_dict[name], AttrSource(src, name))
+    if inst_dict is not None and class_attr is not None and not hasattr(type(class_attr), "__set__"):
+        # read from the class: an instance attribute set later would shadow it
+        _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
     if isinstance(class_attr, types.FunctionType):
         fn = tx.wrap(class_attr, AttrSource(AttrSource(src, "__class__"), name))
         return BoundMethodValue(fn, value)
@@ -240,6 +249,10 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
     try:
         attr = getattr(obj, name)
     except AttributeError as e:
+        # absent now: the entry holds only while it stays absent
+        if inst_dict is not None:
+            _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
+        _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
         tx.raise_python_exception(e)
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
         fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
