@@ -359,3 +359,18 @@ def test_monkeypatched_module_forward_is_seen():
     torch.testing.assert_close(cf(x), f(x))
     lin.forward = lambda inp: inp * 100
     torch.testing.assert_close(cf(x), f(x))
+
+
+def test_replaced_defaults_are_seen():
+    def f(x, k=2, *, scale=1.0):
+        return x * k * scale
+
+    cf, be = compiled(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), f(x))
+    f.__defaults__ = (7,)
+    torch.testing.assert_close(cf(x), f(x))
+    f.__kwdefaults__ = {"scale": 0.5}
+    torch.testing.assert_close(cf(x), f(x))
+    torch.testing.assert_close(cf(x), torch.full((2,), 3.5))
+    assert be.count == 3

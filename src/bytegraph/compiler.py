@@ -95,6 +95,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
 
     graph = trace.graph
     se = trace.side_effects
+    if not closure_param and (fn.__defaults__ is not None or fn.__kwdefaults__ is not None):
+        trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
     if graph.symbolic_inputs:
         trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
     emitter = states = None

@@ -52,6 +52,7 @@ _PRIORITY = {
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
     "INFERENCE_MODE": 8,
+    "FN_DEFAULTS": 8,
     "AUTOCAST_DEFAULTS": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
@@ -135,6 +136,8 @@ class Guard:
             return f"torch.get_default_dtype() == {e}"
         if k == "INFERENCE_MODE":
             return f"torch.is_inference_mode_enabled() == {e}"
+        if k == "FN_DEFAULTS":
+            return "the function's __defaults__ and __kwdefaults__ are the ones traced with"
         if k == "AUTOCAST_DEFAULTS":
             return f"(torch.get_autocast_dtype({e[0]!r}), torch.is_autocast_cache_enabled()) == {e[1:]}"
         if k == "SHAPE_ENV_EXPR":
@@ -359,6 +362,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     ns: Dict[str, Any] = {
         "___G": frame_globals,
         "___B": builtins.__dict__,
+        "___fn": fn,
         "___grad_enabled": torch.is_grad_enabled,
         "___any_autocast": torch._C._is_any_autocast_enabled,
         "___autocast_state": autocast_state,
@@ -530,6 +534,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"___default_dtype() is {bind(g.expected)}"
     if k == "INFERENCE_MODE":
         return f"___inference_mode() is {g.expected}"
+    if k == "FN_DEFAULTS":
+        # the check itself binds arguments with the defaults it was made with
+        defaults, kwdefaults = g.expected
+        return f"___fn.__defaults__ is {bind(defaults)} and ___fn.__kwdefaults__ is {bind(kwdefaults)}"
     if k == "AUTOCAST_DEFAULTS":
         device, dtype, cache = g.expected
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"
