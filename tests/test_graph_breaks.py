@@ -540,3 +540,29 @@ def test_type_error_raised_by_user_code_after_a_hit_is_not_retried():
                 cf(x)
     torch.testing.assert_close(x, torch.full((1,), 2.0))  # each call's effects exactly once
     assert out.getvalue() == "side effect\n" * 2
+
+
+def test_break_inside_an_exception_handler_runs_the_frame_eagerly():
+    import sys
+
+    def make():
+        def f(x):
+            try:
+                raise KeyError("a")
+            except KeyError:
+                print("handling")
+                if sys.exc_info()[0] is not KeyError:
+                    return x * 0
+                raise
+
+        return f
+
+    outs = []
+    for compiled in (False, True):
+        fn = bytegraph.compile(make(), backend=CountingBackend()) if compiled else make()
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), pytest.raises(KeyError):
+            fn(torch.ones(2))
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] == "handling\n"
+    assert bytegraph.stats().eager_fallbacks == 1

@@ -45,6 +45,13 @@ def plan_break(exc: Unsupported) -> BreakPlan:
     frame = getattr(exc, "frame", None)
     if frame is None:
         raise exc
+    if any(f.exc_stack for f in frame_chain(frame)):
+        # The exception being handled (what a bare `raise` or sys.exc_info()
+        # sees) cannot be handed to a resume function: run the frame eagerly.
+        inside = Unsupported(f"{exc.explanation}, inside an exception handler", kind="break_in_handler",
+                             hint="the frame runs eagerly; move the construct out of the except/finally block")
+        inside.location = exc.location
+        raise inside
     index, step = exc.index, exc.step
     record = exc.record()
     while True:
