@@ -1,5 +1,6 @@
 """Differential tests: builtins, ``operator`` and ``math`` functions, f-strings."""
 
+import functools
 import math
 import operator
 
@@ -109,6 +110,9 @@ OPERATOR_CASES = [
     ("index_abs", lambda x: (x * operator.index(3), operator.abs(-4), operator.abs(x))),
     ("itemgetter", lambda x: (operator.itemgetter(1)([x, x * 2]), operator.itemgetter(0, 2)((x, 5, x + 1)),
                               sorted([(2, x), (1, x * 3)], key=operator.itemgetter(0))[0][1])),
+    ("functools_reduce", lambda x: (functools.reduce(operator.mul, [x, x + 1, 2]),
+                                    functools.reduce(lambda a, b: a + b, [1, 2, 3], x),
+                                    functools.reduce(max, (3, 9, 2)), functools.reduce(operator.add, [], 7))),
     ("attrgetter", lambda x: (operator.attrgetter("shape")(x), operator.attrgetter("real", "dtype")(x),
                               operator.attrgetter("T.shape")(x.view(2, 2)) if x.numel() == 4 else None)),
 ]
@@ -214,3 +218,13 @@ def test_torch_size_method():
         return x.reshape(x.shape.numel())
 
     assert_same(f, t(2, 3))
+
+
+def test_reduce_of_empty_raises_like_python():
+    def f(x):
+        try:
+            functools.reduce(operator.add, [])
+        except TypeError as e:
+            return x + 1, str(e)
+
+    assert_same(f, t(3))

@@ -598,6 +598,22 @@ def _rearranging(fn):
     return handler
 
 
+def _reduce(tx, args, kwargs):
+    """``functools.reduce(fn, iterable[, initial])``, folded value by value."""
+    if kwargs or not 2 <= len(args) <= 3:
+        tx.raise_python_exception(TypeError("reduce expected 2 or 3 positional arguments"))
+    fn, items = args[0], _iter_items(tx, args[1])
+    if len(args) == 3:
+        acc, rest = args[2], items
+    elif items:
+        acc, rest = items[0], items[1:]
+    else:
+        tx.raise_python_exception(TypeError("reduce() of empty iterable with no initial value"))
+    for item in rest:
+        acc = fn.call(tx, [acc, item], {})
+    return acc
+
+
 def _accumulate(tx, args, kwargs):
     items = _iter_items(tx, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
@@ -659,7 +675,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     functools.partial: _partial, locals: _locals, super: _super,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
-    dataclasses.replace: _dataclass_replace,
+    dataclasses.replace: _dataclass_replace, functools.reduce: _reduce,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),
