@@ -438,3 +438,50 @@ def test_object_with_slots_made_in_the_trace():
 
     out, _ = assert_same(f, t(3), check_identity=False)
     assert type(out[1]) is Slotted and out[1].b == 3
+
+
+def twice(fn):
+    @functools.wraps(fn)
+    def inner(*args):
+        return fn(*args) * 2
+    return inner
+
+
+def module_level(y):
+    """Adds one."""
+    return y + 1
+
+
+module_level.tag = "kept"
+
+
+def test_functools_wraps_in_the_trace():
+    def f(x):
+        @twice
+        def local(y):
+            """Local doc."""
+            return y - 1
+
+        wrapped = twice(module_level)
+        return (local(x), wrapped(x), local.__name__, local.__doc__, wrapped.__qualname__, wrapped.tag,
+                wrapped.__wrapped__ is module_level)
+
+    assert_same(f, t(3))
+
+
+def test_function_made_in_the_trace_escapes_with_its_attributes():
+    def f(x):
+        @twice
+        def local(y):
+            return y * 3
+        local.marker = 7
+        return local, x + 1
+
+    import bytegraph
+    from conftest import CountingBackend
+    be = CountingBackend()
+    fn, y = bytegraph.compile(f, backend=be, fullgraph=True)(torch.ones(2))
+    assert be.count == 1
+    torch.testing.assert_close(y, torch.full((2,), 2.0))
+    assert fn.__name__ == "local" and fn.marker == 7 and fn.__wrapped__.__name__ == "local"
+    torch.testing.assert_close(fn(torch.ones(2)), torch.full((2,), 6.0))

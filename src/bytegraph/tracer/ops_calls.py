@@ -82,8 +82,9 @@ class CallOps:
             defaults = TupleValue(defaults.unpack(self))
         if kwdefaults is not None and not isinstance(kwdefaults, DictValue):
             raise Unsupported("keyword defaults that are not a dict", kind="internal")
-        self.stack.append(NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells,
-                                              code.co_qualname))
+        fn = NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells, code.co_qualname)
+        fn.annotated = bool(flags & 0x04)
+        self.stack.append(fn)
 
     # -- generators (run to completion when called, see Frame.inline_call) -------
     def RETURN_GENERATOR(self, ins):

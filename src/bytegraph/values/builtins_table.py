@@ -397,6 +397,13 @@ def _getter(kind):
     return handler
 
 
+def _wraps(tx, args, kwargs):
+    from .functions import WrapsValue
+    if len(args) != 1 or kwargs:
+        raise Unsupported("functools.wraps with assigned/updated arguments", kind="unsupported_call")
+    return WrapsValue(args[0])
+
+
 def _partial(tx, args, kwargs):
     from .functions import PartialValue
     return PartialValue(args[0], list(args[1:]), dict(kwargs))
@@ -675,7 +682,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     functools.partial: _partial, locals: _locals, super: _super,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
-    dataclasses.replace: _dataclass_replace, functools.reduce: _reduce,
+    dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),

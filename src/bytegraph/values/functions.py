@@ -156,7 +156,7 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -167,21 +167,36 @@ class NestedFunctionValue(Value):
         self.kwdefaults = kwdefaults
         self.closure = closure
         self.qualname = qualname
+        #: attributes set on the function during the trace (functools.wraps, fn.tag = ...)
         self.attrs: Dict[str, Value] = {}
+        #: made with annotations (MAKE_FUNCTION drops them; __annotations__ is then not modelled)
+        self.annotated = False
 
     def python_type(self):
         return types.FunctionType
 
     def get_attr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         if name == "__name__":
             return const(self.code.co_name)
         if name == "__qualname__":
             return const(self.qualname)
         if name == "__code__":
             return ConstantValue(self.code)
-        if name in self.attrs:
-            return self.attrs[name]
+        if name == "__module__":
+            return const(self.f_globals.get("__name__"))
+        if name == "__doc__":
+            first = self.code.co_consts[0] if self.code.co_consts else None
+            return const(first if isinstance(first, str) else None)
+        if name == "__annotations__" and not self.annotated:
+            return DictValue()
         return super().get_attr(tx, name)
+
+    def set_attr(self, tx, name, value):
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__"):
+            raise Unsupported(f"setting {name} of a function made in the trace", kind="unsupported_setattr")
+        self.attrs[name] = value
 
     def call(self, tx, args, kwargs):
         defaults = self.defaults.items if self.defaults is not None else []
@@ -205,9 +220,14 @@ class NestedFunctionValue(Value):
         return out
 
     def reconstruct(self, cg):
-        if self.attrs:
-            raise Unsupported("escaping nested function with attributes set during tracing",
-                              kind="unreconstructable")
+        self._make(cg)
+        for name, value in self.attrs.items():
+            cg.emit("COPY", arg=1)
+            cg.reconstruct(value)
+            cg.emit("SWAP", arg=2)
+            cg.emit("STORE_ATTR", name)
+
+    def _make(self, cg):
         flags = 0
         if self.f_globals is cg.root_globals:
             if self.defaults is not None:
@@ -394,3 +414,53 @@ class GetterValue(Value):
         for k in self.keys:
             cg.load_object(k)
         cg.call(len(self.keys))
+
+
+class WrapsValue(Value):
+    """The decorator ``functools.wraps(wrapped)`` returns, made in the trace:
+    applied to a function made in the trace, it copies ``wrapped``'s name,
+    qualname, module, doc, annotations and ``__dict__`` onto it and sets
+    ``__wrapped__``, as ``functools.update_wrapper`` does.  Reconstructs as
+    ``functools.wraps(wrapped)``."""
+
+    __slots__ = ("wrapped",)
+
+    def __init__(self, wrapped: Value):
+        super().__init__()
+        self.wrapped = wrapped
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+    def children(self):
+        return (self.wrapped,)
+
+    def call(self, tx, args, kwargs):
+        import functools
+        if len(args) != 1 or kwargs or not isinstance(args[0], NestedFunctionValue):
+            raise Unsupported("functools.wraps(...) applied to something other than a function made in the trace",
+                              kind="unsupported_call")
+        wrapper, wrapped = args[0], self.wrapped
+        if isinstance(wrapped, NestedFunctionValue):
+            if wrapped.annotated:
+                raise Unsupported("functools.wraps of an annotated function made in the trace",
+                                  kind="unsupported_call")
+            extra = dict(wrapped.attrs)
+        elif isinstance(wrapped, UserFunctionValue):
+            src = wrapped.source
+            extra = {k: tx.wrap(v, ItemSource(AttrSource(src, "__dict__"), k) if src is not None else None)
+                     for k, v in wrapped.fn.__dict__.items()}
+        else:
+            raise Unsupported(f"functools.wraps of a {wrapped.type_name()}", kind="unsupported_call")
+        for name in functools.WRAPPER_ASSIGNMENTS:
+            wrapper.attrs[name] = wrapped.get_attr(tx, name)
+        wrapper.attrs.update(extra)
+        wrapper.attrs["__wrapped__"] = wrapped
+        return wrapper
+
+    def reconstruct(self, cg):
+        import functools
+        cg.push_callable(functools.wraps)
+        cg.reconstruct(self.wrapped)
+        cg.call(1)
