@@ -604,3 +604,25 @@ def test_preexisting_defaultdict_fills_missing_keys_in_place():
     assert GROUPS == {"seen": [0, 1]}
     torch.testing.assert_close(out, t(3) * 2)
     GROUPS.default_factory = list
+
+
+CONFIG = {"sizes": [1, 2], "name": "cfg", "pair": (3, [4])}
+
+
+def test_copy_and_deepcopy_of_containers():
+    import copy
+
+    def f(x):
+        shallow = copy.copy(CONFIG)
+        shallow["name"] = "changed"
+        deep = copy.deepcopy(CONFIG)
+        deep["sizes"].append(3)
+        deep["pair"][1].append(5)
+        shared = [1]
+        twice = copy.deepcopy([shared, shared])
+        lst = copy.copy([x, 1])
+        return (x * len(deep["sizes"]), shallow, deep, twice[0] is twice[1], lst[0] is x,
+                copy.deepcopy((1, 2)) == (1, 2), CONFIG)
+
+    assert_same(f, t(3))
+    assert CONFIG == {"sizes": [1, 2], "name": "cfg", "pair": (3, [4])}

@@ -8,6 +8,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 import inspect
@@ -605,6 +606,49 @@ def _rearranging(fn):
     return handler
 
 
+def _copy(tx, args, kwargs):
+    """``copy.copy`` of a container or an immutable value."""
+    (v,) = args
+    if v.is_constant() or isinstance(v, TupleValue) and type(v) is TupleValue:
+        return v  # immutable: copy.copy returns the object itself
+    if type(v) is ListValue:
+        return ListValue(list(v.items))
+    if type(v) is DictValue:
+        return DictValue(dict(v.entries), cls=v.cls, default_factory=v.default_factory)
+    if type(v) is SetValue and not v.frozen:
+        return SetValue(list(v.elements.values()))
+    raise Unsupported(f"copy.copy of a {v.type_name()}", kind="unsupported_call")
+
+
+def _deepcopy(tx, args, kwargs):
+    """``copy.deepcopy`` of nested lists, tuples and dicts of constants
+    (aliasing inside the structure is kept, as deepcopy's memo does)."""
+    memo = {}
+
+    def rec(v):
+        if v.is_constant():
+            return v
+        if id(v) in memo:
+            return memo[id(v)]
+        if type(v) is ListValue:
+            out = memo[id(v)] = ListValue([])
+            out.items = [rec(i) for i in v.items]
+        elif type(v) is TupleValue:
+            items = [rec(i) for i in v.items]
+            # a tuple whose items all copy to themselves is returned as is
+            out = memo[id(v)] = v if all(a is b for a, b in zip(items, v.items)) else TupleValue(items)
+        elif type(v) is DictValue and v.default_factory is None:
+            out = memo[id(v)] = DictValue(cls=v.cls)
+            out.entries = {hk: (k, rec(item)) for hk, (k, item) in v.entries.items()}
+        else:
+            raise Unsupported(f"copy.deepcopy of a {v.type_name()}", kind="unsupported_call")
+        return out
+
+    if len(args) != 1 or kwargs:
+        raise Unsupported("copy.deepcopy with a memo", kind="unsupported_call")
+    return rec(args[0])
+
+
 def _reduce(tx, args, kwargs):
     """``functools.reduce(fn, iterable[, initial])``, folded value by value."""
     if kwargs or not 2 <= len(args) <= 3:
@@ -683,6 +727,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,
+    copy.copy: _copy, copy.deepcopy: _deepcopy,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),
