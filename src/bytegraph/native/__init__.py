@@ -44,7 +44,14 @@ unavailable_reason: Optional[str] = None
 
 
 def build_key() -> str:
-    """Directory name of the build for this interpreter, torch and source."""
+    """Directory name of the build for this interpreter, torch and source.
+
+    Example::
+
+        >>> from bytegraph import native
+        >>> native.build_key()                     # doctest: +SKIP
+        'cpython-311-torch2.13.0_cpu-731be5022737'
+    """
     import torch
     with open(_SOURCE, "rb") as f:
         digest = hashlib.sha1(f.read()).hexdigest()[:12]
@@ -53,7 +60,14 @@ def build_key() -> str:
 
 
 def module_path() -> str:
-    """Where the compiled module for the current environment lives."""
+    """Where the compiled module for the current environment lives.
+
+    Example::
+
+        >>> from bytegraph import native
+        >>> native.module_path().endswith(".so")    # doctest: +SKIP
+        True
+    """
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return os.path.join(_BUILD_ROOT, build_key(), "_native" + suffix)
 
@@ -110,6 +124,13 @@ def load():
     """The native module, or None when guards use Python conditions (see ``status()``).
 
     Cheap after the first call; honours ``bytegraph.config.native_guards`` on every call.
+
+    Example::
+
+        >>> from bytegraph import native
+        >>> m = native.load()
+        >>> m is None or hasattr(m, "TensorCheck")
+        True
     """
     from .. import config
     if not config.native_guards:
@@ -120,7 +141,14 @@ def load():
 
 
 def status() -> str:
-    """One line saying whether guards check tensors natively, and if not, why."""
+    """One line saying whether guards check tensors natively, and if not, why.
+
+    Example::
+
+        >>> from bytegraph import native
+        >>> native.status()                        # doctest: +SKIP
+        'on'
+    """
     from .. import config
     if not config.native_guards:
         return "off (bytegraph.config.native_guards is False)"
@@ -149,7 +177,14 @@ def _try_load() -> None:
 
 
 def reload() -> None:
-    """Forget the loaded state so the next ``load()`` looks again (after a build or a config change)."""
+    """Forget the loaded state so the next ``load()`` looks again (after a build).
+
+    Example::
+
+        >>> from bytegraph import native
+        >>> native.reload(); native.load() is native.load()
+        True
+    """
     global _module, _tried, unavailable_reason
     _module, _tried, unavailable_reason = None, False, None
 
