@@ -33,8 +33,7 @@ def mark_dynamic(t: torch.Tensor, dim) -> None:
         >>> x = torch.ones(4, 3)
         >>> bytegraph.mark_dynamic(x, 0)
     """
-    dims = {dim} if isinstance(dim, int) else set(dim)
-    setattr(t, _DYNAMIC_ATTR, getattr(t, _DYNAMIC_ATTR, set()) | dims)
+    _add_marks(t, _DYNAMIC_ATTR, dim)
 
 
 def mark_static(t: torch.Tensor, dim) -> None:
@@ -46,8 +45,12 @@ def mark_static(t: torch.Tensor, dim) -> None:
         >>> x = torch.ones(4, 3)
         >>> bytegraph.mark_static(x, 1)
     """
+    _add_marks(t, _STATIC_ATTR, dim)
+
+
+def _add_marks(t: torch.Tensor, attr: str, dim) -> None:
     dims = {dim} if isinstance(dim, int) else set(dim)
-    setattr(t, _STATIC_ATTR, getattr(t, _STATIC_ATTR, set()) | dims)
+    setattr(t, attr, getattr(t, attr, set()) | dims)
 
 
 class DynamicPolicy:

@@ -128,14 +128,10 @@ class Guard:
             return "tensors " + ", ".join(s.name() for s in (self.source,) + self.others) + " are distinct"
         if k == "NOT_IN_GLOBALS":
             return f"global {e!r} not defined (builtin {e!r} used)"
-        if k == "GRAD_MODE":
-            return f"torch.is_grad_enabled() == {e}"
+        if k in _STATE_QUERIES:
+            return f"{_STATE_QUERIES[k][0]} == {e}"
         if k == "AUTOCAST":
             return "autocast off on every device" if e is None else f"autocast (device, dtype)s and cache == {e}"
-        if k == "DEFAULT_DTYPE":
-            return f"torch.get_default_dtype() == {e}"
-        if k == "INFERENCE_MODE":
-            return f"torch.is_inference_mode_enabled() == {e}"
         if k == "FN_DEFAULTS":
             return "the function's __defaults__ and __kwdefaults__ are the ones traced with"
         if k == "AUTOCAST_DEFAULTS":
@@ -146,6 +142,13 @@ class Guard:
             return "shape environment guards"
         return f"{k}({src}, {e!r})"
 
+
+#: guards on process-wide state that one query reads: kind -> (as shown, query)
+_STATE_QUERIES = {
+    "GRAD_MODE": ("torch.is_grad_enabled()", torch.is_grad_enabled),
+    "DEFAULT_DTYPE": ("torch.get_default_dtype()", torch.get_default_dtype),
+    "INFERENCE_MODE": ("torch.is_inference_mode_enabled()", torch.is_inference_mode_enabled),
+}
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -363,11 +366,8 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         "___G": frame_globals,
         "___B": builtins.__dict__,
         "___fn": fn,
-        "___grad_enabled": torch.is_grad_enabled,
         "___any_autocast": torch._C._is_any_autocast_enabled,
         "___autocast_state": autocast_state,
-        "___default_dtype": torch.get_default_dtype,
-        "___inference_mode": torch.is_inference_mode_enabled,
         "___autocast_dtype": torch.get_autocast_dtype,
         "___autocast_cache": torch.is_autocast_cache_enabled,
     }
@@ -526,14 +526,11 @@ def _shape_env_lines(g: Guard, expr_of):
 
 def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str:
     k = g.kind
-    if k == "GRAD_MODE":
-        return f"___grad_enabled() is {g.expected}"
+    if k in _STATE_QUERIES:
+        e = g.expected
+        return f"{bind(_STATE_QUERIES[k][1])}() is {e if isinstance(e, bool) else bind(e)}"
     if k == "AUTOCAST":
         return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
-    if k == "DEFAULT_DTYPE":
-        return f"___default_dtype() is {bind(g.expected)}"
-    if k == "INFERENCE_MODE":
-        return f"___inference_mode() is {g.expected}"
     if k == "FN_DEFAULTS":
         # the check itself binds arguments with the defaults it was made with
         defaults, kwdefaults = g.expected

@@ -13,7 +13,6 @@ import builtins
 import types
 from typing import Dict, List, Optional
 
-
 from .. import config
 from ..bytecode import decode
 from ..errors import Unsupported, UserException, UserLocation
@@ -146,10 +145,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine, iterable coroutine, async generator
             raise Unsupported(f"calling coroutine function {name}()", kind="generator",
                               hint="coroutines are not supported inside compiled functions")
-        if self.depth + 1 > config.max_inline_depth:
-            raise Unsupported(f"call depth over {config.max_inline_depth} inlining {name}()",
-                              kind="recursion_limit")
-        child = Frame(self.trace, code, f_globals, bound, closure, parent=self, fn_name=name)
+        child = self._child(code, f_globals, bound, closure, name)
         child.direct_call = self.calling_directly and not code.co_flags & 0x20
         self.calling_directly = False
         if code.co_flags & 0x20:
@@ -173,14 +169,17 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         if not isinstance(func, UserFunctionValue) or not fn.__code__.co_flags & 0x20:
             raise Unsupported(f"a @contextmanager function that is not a plain generator ({func.type_name()})",
                               kind="unsupported_context")
-        if self.depth + 1 > config.max_inline_depth:
-            raise Unsupported(f"call depth over {config.max_inline_depth} inlining {fn.__name__}()",
-                              kind="recursion_limit")
-        bound = func.bind(self, args, kwargs)
-        child = Frame(self.trace, fn.__code__, fn.__globals__, bound, func.closure_cells(self), parent=self,
-                      fn_name=fn.__name__)
+        child = self._child(fn.__code__, fn.__globals__, func.bind(self, args, kwargs), func.closure_cells(self),
+                            fn.__name__)
         child.suspendable = True
         return child
+
+    def _child(self, code, f_globals, bound, closure, name) -> "Frame":
+        """The frame of a call made from this one."""
+        if self.depth + 1 > config.max_inline_depth:
+            raise Unsupported(f"call depth over {config.max_inline_depth} inlining {name}()",
+                              kind="recursion_limit")
+        return Frame(self.trace, code, f_globals, bound, closure, parent=self, fn_name=name)
 
     def resume(self) -> None:
         """Continue a suspended generator frame (``next(gen)``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import config
 from ..errors import Unsupported
-from ..values.constants import NONE
+from ..values.constants import NONE, is_none
 from ..values.base import NullValue
 from ..values.cells import CellValue
 from ..values.containers import DictValue, IteratorValue, TupleValue
@@ -115,7 +115,7 @@ class CallOps:
         # when ``it`` is exhausted, the expression's value (None: generators
         # run to completion keep no return value) replaces both and we jump.
         sent = self.stack.pop()
-        if not (sent.is_constant() and sent.as_constant() is None):
+        if not is_none(sent):
             raise Unsupported("send() into a `yield from`", kind="generator")
         item = self.stack[-1].next(self)
         if item is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import Unsupported, UserException
-from ..values.constants import NONE, ConstantValue, const
+from ..values.constants import NONE, const, is_none
 from ..values.containers import IteratorValue
 from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
 from ..values.modules import NewObjectValue
@@ -29,10 +29,6 @@ def _python_method(obj, name: str) -> bool:
     return isinstance(attr, types.FunctionType)
 
 
-def _is_none(v) -> bool:
-    return isinstance(v, ConstantValue) and v.value is None
-
-
 class ControlOps:
     # -- jumps -----------------------------------------------------------------
     def JUMP(self, ins):
@@ -49,11 +45,11 @@ class ControlOps:
             self.jump_to(ins.target)
 
     def POP_JUMP_IF_NONE(self, ins):
-        if _is_none(self.stack.pop()):
+        if is_none(self.stack.pop()):
             self.jump_to(ins.target)
 
     def POP_JUMP_IF_NOT_NONE(self, ins):
-        if not _is_none(self.stack.pop()):
+        if not is_none(self.stack.pop()):
             self.jump_to(ins.target)
 
     def JUMP_IF_TRUE_OR_POP(self, ins):

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import Unsupported, UserException
 from .base import Value, all_constant
-from .constants import NONE, ConstantValue, const
+from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
 from .objects import ClassValue, ExceptionValue, GradModeValue
@@ -118,7 +118,7 @@ def _filter(tx, args, kwargs):
     fn, it = args
     out = []
     for v in _iter_items(tx, it):
-        keep = v if fn.is_constant() and fn.as_constant() is None else fn.call(tx, [v], {})
+        keep = v if is_none(fn) else fn.call(tx, [v], {})
         if keep.truth(tx):
             out.append(v)
     return IteratorValue(out)
@@ -314,8 +314,6 @@ def _dict_subclass(cls):
 def _sorted(tx, args, kwargs):
     from .containers import sort_values
     key = kwargs.get("key")
-    if key is not None and key.is_constant() and key.as_constant() is None:
-        key = None
     rev = bool(kwargs.get("reverse", const(False)).as_constant())
     return ListValue(sort_values(tx, _iter_items(tx, args[0]), key, rev))
 
@@ -609,7 +607,7 @@ def _rearranging(fn):
 def _copy(tx, args, kwargs):
     """``copy.copy`` of a container or an immutable value."""
     (v,) = args
-    if v.is_constant() or isinstance(v, TupleValue) and type(v) is TupleValue:
+    if v.is_constant() or type(v) is TupleValue:
         return v  # immutable: copy.copy returns the object itself
     if type(v) is ListValue:
         return ListValue(list(v.items))
@@ -668,10 +666,10 @@ def _reduce(tx, args, kwargs):
 def _accumulate(tx, args, kwargs):
     items = _iter_items(tx, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
-    if func is not None and func.is_constant() and func.as_constant() is None:
+    if func is not None and is_none(func):
         func = None
     initial = kwargs.get("initial")
-    out = [] if initial is None or (initial.is_constant() and initial.as_constant() is None) else [initial]
+    out = [] if initial is None or is_none(initial) else [initial]
     for item in items:
         if not out:
             out.append(item)

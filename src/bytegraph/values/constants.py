@@ -101,3 +101,14 @@ def const(value) -> ConstantValue:
 
 
 NONE = ConstantValue(None)
+
+
+def is_none(v) -> bool:
+    """Does ``v`` stand for ``None``?
+
+    Example::
+
+        >>> is_none(NONE), is_none(const(0))
+        (True, False)
+    """
+    return v.is_constant() and v.as_constant() is None

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 from ..errors import Unsupported
 from .base import Value, all_constant
-from .constants import const, NONE
+from .constants import NONE, const, is_none
 
 
 def key_of(v: Value):
@@ -265,6 +265,8 @@ def _list_reverse(tx, lst):
 def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> List[Value]:
     """``items`` in ``sorted(items, key=key, reverse=reverse)`` order (stable);
     the keys must be constants once computed."""
+    if key is not None and is_none(key):
+        key = None
     keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
     if not all_constant(keys):
         raise Unsupported("sorting by values that are not constants", kind="unsupported_method",
@@ -279,8 +281,6 @@ def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> 
 
 def _list_sort(tx, lst, key=None, reverse=None):
     rev = bool(reverse.as_constant()) if reverse is not None else False
-    if key is not None and key.is_constant() and key.as_constant() is None:
-        key = None
     lst.items[:] = sort_values(tx, lst.items, key, rev)
     return NONE
 
@@ -354,7 +354,7 @@ class DictValue(Value):
         hit = self.entries.get(key_of(key))
         if hit is None:
             factory = self.default_factory
-            if factory is not None and not (factory.is_constant() and factory.as_constant() is None):
+            if factory is not None and not is_none(factory):
                 value = factory.call(tx, [], {})  # defaultdict.__missing__
                 self.setitem(tx, key, value)
                 return value

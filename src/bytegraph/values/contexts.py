@@ -31,8 +31,9 @@ import warnings
 import torch
 
 from ..errors import Unsupported, UserException
+from ..guards import Guard
 from .base import Value
-from .constants import NONE, const
+from .constants import NONE, const, is_none
 from .objects import ClassValue, WithExitValue
 
 _enter_autocast = torch.amp.autocast_mode._enter_autocast
@@ -48,11 +49,6 @@ def _helper_code() -> types.CodeType:
 
 #: the code of the function ``@contextlib.contextmanager`` returns (same for every use)
 CONTEXTMANAGER_HELPER_CODE = _helper_code()
-
-
-def is_contextmanager_function(fn) -> bool:
-    """Is ``fn`` the result of decorating a function with ``@contextlib.contextmanager``?"""
-    return isinstance(fn, types.FunctionType) and fn.__code__ is CONTEXTMANAGER_HELPER_CODE
 
 
 class OpenContext:
@@ -157,15 +153,11 @@ class GeneratorContextExitValue(WithExitValue):
     __slots__ = ()
 
     def call(self, tx, args, kwargs):
-        exc = args[1] if len(args) == 3 and not _is_none(args[1]) else None
+        exc = args[1] if len(args) == 3 and not is_none(args[1]) else None
         return self.ctx.exit(tx, exc)
 
     def reconstruct(self, cg):
         raise Unsupported("the exit of a @contextmanager generator paused in the trace", kind="internal")
-
-
-def _is_none(v) -> bool:
-    return v.is_constant() and v.as_constant() is None
 
 
 class AutocastClassValue(ClassValue):
@@ -175,7 +167,6 @@ class AutocastClassValue(ClassValue):
     __slots__ = ()
 
     def call(self, tx, args, kwargs):
-        from ..guards import Guard
         if not all(a.is_constant() for a in [*args, *kwargs.values()]):
             raise Unsupported("torch.autocast with non-constant arguments", kind="unsupported_context")
         values = [a.as_constant() for a in args]

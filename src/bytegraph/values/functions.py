@@ -3,7 +3,9 @@ bound methods, and builtins/library functions dispatched through tables."""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
 import types
 from typing import Callable, Dict, List, Optional
 
@@ -217,6 +219,7 @@ class NestedFunctionValue(Value):
             out.append(self.defaults)
         if self.kwdefaults is not None:
             out.append(self.kwdefaults)
+        out.extend(self.attrs.values())  # set on the function by reconstruct
         return out
 
     def reconstruct(self, cg):
@@ -356,7 +359,6 @@ class PartialValue(Value):
         self.kwargs = kwargs
 
     def python_type(self):
-        import functools
         return functools.partial
 
     def call(self, tx, args, kwargs):
@@ -373,7 +375,6 @@ class PartialValue(Value):
         return [self.func, *self.args, *self.kwargs.values()]
 
     def reconstruct(self, cg):
-        import functools
         cg.push_callable(functools.partial)
         cg.reconstruct(self.func)
         cg.call_with(self.args, self.kwargs, leading=1)
@@ -395,7 +396,6 @@ class GetterValue(Value):
         return self.kind
 
     def _one(self, tx, obj: Value, key) -> Value:
-        import operator
         if self.kind is operator.itemgetter:
             from .operators import getitem
             return getitem(tx, obj, const(key))
@@ -430,14 +430,12 @@ class WrapsValue(Value):
         self.wrapped = wrapped
 
     def python_type(self):
-        import functools
         return functools.partial
 
     def children(self):
         return (self.wrapped,)
 
     def call(self, tx, args, kwargs):
-        import functools
         if len(args) != 1 or kwargs or not isinstance(args[0], NestedFunctionValue):
             raise Unsupported("functools.wraps(...) applied to something other than a function made in the trace",
                               kind="unsupported_call")
@@ -460,7 +458,6 @@ class WrapsValue(Value):
         return wrapper
 
     def reconstruct(self, cg):
-        import functools
         cg.push_callable(functools.wraps)
         cg.reconstruct(self.wrapped)
         cg.call(1)

@@ -21,7 +21,7 @@ from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value
-from .constants import NONE, const
+from .constants import NONE, const, is_none
 from .containers import DictValue, TupleValue
 from .functions import BoundMethodValue
 from .objects import DELETED, UserObjectValue, lookup_attr
@@ -102,13 +102,13 @@ def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, 
         hook_value = tx.wrap(hook, ItemSource(AttrSource(src, "_forward_pre_hooks"), hook_id))
         if hook_id in pre_with_kwargs:
             out = hook_value.call(tx, [module, TupleValue(list(args)), _kwargs_dict(kwargs)], {})
-            if not (out.is_constant() and out.as_constant() is None):
+            if not is_none(out):
                 new_args, new_kwargs = out.unpack(tx)
                 args = new_args.unpack(tx)
                 kwargs = {k.as_constant(): v for k, v in new_kwargs.entries.values()}
         else:
             out = hook_value.call(tx, [module, TupleValue(list(args))], {})
-            if not (out.is_constant() and out.as_constant() is None):
+            if not is_none(out):
                 args = out.unpack(tx) if isinstance(out, TupleValue) else [out]
     forward = module.get_attr(tx, "forward")
     result = forward.call(tx, list(args), dict(kwargs))
@@ -119,7 +119,7 @@ def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, 
             out = hook_value.call(tx, [module, TupleValue(list(args)), _kwargs_dict(kwargs), result], {})
         else:
             out = hook_value.call(tx, [module, TupleValue(list(args)), result], {})
-        if not (out.is_constant() and out.as_constant() is None):
+        if not is_none(out):
             result = out
     return result
 
@@ -295,7 +295,7 @@ class NewObjectValue(Value):
             tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
             field_names = {f.name for f in dataclasses.fields(self.cls)}
-            if name in field_names and not (value.is_constant() and value.as_constant() is None):
+            if name in field_names and not is_none(value):
                 self.items[name] = value
         self.attrs[name] = value
 
@@ -500,7 +500,7 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
                 if v is None:
                     v = NONE
             value.attrs[f.name] = v
-            if not (v.is_constant() and v.as_constant() is None):
+            if not is_none(v):
                 value.items[f.name] = v
         return value
     init = getattr(cls, "__init__", None)

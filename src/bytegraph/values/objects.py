@@ -9,6 +9,7 @@ from typing import List, Optional
 import torch
 
 from ..errors import Unsupported
+from ..guards import Guard
 from ..sources import AttrSource
 from .base import Value
 from .constants import NONE, ConstantValue, const
@@ -208,7 +209,6 @@ def _has_custom_setattr(cls) -> bool:
 
 def _guard_not_in_dict(tx, dict_source, name: str) -> None:
     if dict_source.base is not None:
-        from ..guards import Guard
         tx.guards.add(Guard("DICT_CONTAINS", dict_source, (name, False)))
 
 

@@ -9,7 +9,7 @@ from typing import Callable
 
 from ..errors import Unsupported
 from .base import Value
-from .constants import ConstantValue, const
+from .constants import ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, RangeValue, SetValue,
                          TupleValue)
 from .symbolic import SymIntValue
@@ -238,7 +238,7 @@ def _equal(tx, a: Value, b: Value):
         return True
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return set(a.elements) == set(b.elements)
-    if a.is_constant() and a.as_constant() is None or b.is_constant() and b.as_constant() is None:
+    if is_none(a) or is_none(b):
         return False  # None == <non-None container/object>
     return None
 

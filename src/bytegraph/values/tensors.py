@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from ..errors import Unsupported
+from ..guards import Guard
 from ..sources import AttrSource
 from .base import Value
 from .constants import ConstantValue, NONE, const
@@ -46,10 +47,9 @@ class SizeValue(TupleValue):
     def call_method(self, tx, name, args, kwargs):
         if name == "numel" and not args:
             from .operators import binary_op
-            import operator as _op
             acc = const(1)
             for item in self.items:
-                acc = binary_op(tx, _op.mul, acc, item)
+                acc = binary_op(tx, operator.mul, acc, item)
             return acc
         return super().call_method(tx, name, args, kwargs)
 
@@ -118,7 +118,6 @@ class TensorValue(Value):
         """An attribute set on the tensor object itself (``w.my_flag = ...``):
         read from a pre-existing tensor's ``__dict__``, guarded there."""
         if self.source is not None:
-            from ..guards import Guard
             real = tx.graph_input_example(self)
             instance_dict = AttrSource(self.source, "__dict__")
             present = name in real.__dict__
