@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import traceback
 import types
 import warnings
@@ -24,6 +25,19 @@ from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 _ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+
+#: held while any frame compiles (see ``FrameCache._miss``)
+_COMPILE_LOCK = threading.RLock()
+
+#: backend failures of one frame after which it runs eagerly for good
+_STICKY_BACKEND_FAILURES = 3
+
+
+class _Eager:
+    """The outcome "run the original function" of a miss."""
+
+
+_EAGER = _Eager()
 
 
 class FrameCache:
@@ -40,10 +54,18 @@ class FrameCache:
         self._entries: List[CacheEntry] = []
         self._eager_reason: Optional[BreakRecord] = None
         self._warned_limit = False
+        self._backend_failures = 0
         _ALL.add(self)
 
     def _miss(self, fn, args, kwargs):
-        """Compile a new entry for this call and run it, or run ``fn`` eagerly."""
+        """Compile a new entry for this call and run it, or run ``fn`` eagerly.
+
+        Compiling holds one process-wide lock, and the entries are looked up
+        again once it is held: threads making the same first call at once
+        compile once and share the entry (backends, the fake-tensor machinery
+        and the dynamic-shape policy are not thread-safe).  The entry runs
+        after the lock is released.
+        """
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return fn(*args, **kwargs)
@@ -51,6 +73,28 @@ class FrameCache:
             inspect.signature(fn).bind(*args, **kwargs)
         except TypeError:
             return fn(*args, **kwargs)
+        with _COMPILE_LOCK:
+            entry = self._lookup(fn, args, kwargs)
+            if entry is None:
+                entry = self._compile(fn, args, kwargs)
+        if isinstance(entry, _Eager):
+            return fn(*args, **kwargs)
+        return self._run_entry(entry, fn, args, kwargs)
+
+    def _lookup(self, fn, args, kwargs):
+        """An entry whose guard holds for this call (the slow path's second look)."""
+        for entry in self._entries:
+            if self._check(entry, fn, args, kwargs):
+                return entry
+        return None
+
+    def _check(self, entry, fn, args, kwargs) -> bool:
+        return entry.guard.check(*args, **kwargs)
+
+    def _compile(self, fn, args, kwargs):
+        """A new cache entry for this call, or ``_EAGER`` (run ``fn`` as it is)."""
+        if self._eager_reason is not None:
+            return _EAGER
         if len(self._entries) >= config.cache_size_limit:
             if not self._warned_limit:
                 self._warned_limit = True
@@ -58,7 +102,7 @@ class FrameCache:
                        f"({config.cache_size_limit}); further new variants run eagerly")
                 warnings.warn(msg, stacklevel=4)
                 log("recompiles", "%s", msg)
-            return fn(*args, **kwargs)
+            return _EAGER
         if self._entries:
             STATS.recompiles += 1
             last = self._entries[-1]
@@ -74,26 +118,35 @@ class FrameCache:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
         except Unsupported as e:
-            return self._fall_back(fn, e.record(), sticky=(e.kind != "raises"), args=args, kwargs=kwargs)
+            if e.kind == "internal" and config.raise_on_error:
+                raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {e}") from e
+            return self._fall_back(fn, e.record(), sticky=True)
         except BackendError as e:
             if self._fullgraph:
                 raise
+            # A backend may fail for a reason that passes (another compile in
+            # flight, a full disk): only repeated failures make the frame eager.
+            self._backend_failures += 1
             rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
-            return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
+            return self._fall_back(fn, rec, sticky=self._backend_failures >= _STICKY_BACKEND_FAILURES)
         except Exception as e:
             if config.raise_on_error or self._fullgraph:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e
             log("errors", "internal error compiling %s:\n%s", fn.__qualname__, traceback.format_exc())
             rec = BreakRecord("internal_error", f"{type(e).__name__}: {e}", _fn_location(fn),
                               "please report this bytegraph bug; the frame runs eagerly")
-            return self._fall_back(fn, rec, sticky=True, args=args, kwargs=kwargs)
+            return self._fall_back(fn, rec, sticky=True)
         self._entries.append(entry)
         entry.guard.on_dead(lambda ref=weakref.ref(self), e=entry: _drop_entry(ref, e))
         if entry.transformed:
             self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs)[1])
-        STATS.frames_compiled += 1
+        if entry.raises:
+            STATS.eager_fallbacks += 1
+            log("graph_breaks", "%s raises for these inputs; the entry runs it natively", fn.__qualname__)
+        else:
+            STATS.frames_compiled += 1
         emit("entry", entry)
-        return self._run_entry(entry, fn, args, kwargs)
+        return entry
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.fn(*args, **kwargs)
@@ -101,20 +154,21 @@ class FrameCache:
     def _runner_for(self, code):
         return runner_for(code, self._backend_name, self._backend)
 
-    def _fall_back(self, fn, record: BreakRecord, sticky: bool, args, kwargs):
-        if self._fullgraph and record.kind != "raises":
+    def _fall_back(self, fn, record: BreakRecord, sticky: bool):
+        if self._fullgraph:
             raise GraphBreakError(record) from None
         STATS.eager_fallbacks += 1
         log("graph_breaks", "running %s eagerly: %s", fn.__qualname__, record)
         emit("fallback", record)
         if sticky:
             self._eager_reason = record
-        return fn(*args, **kwargs)
+        return _EAGER
 
     def _reset(self) -> None:
         self._entries.clear()
         self._eager_reason = None
         self._warned_limit = False
+        self._backend_failures = 0
 
 
 class CompiledFunction(FrameCache):
@@ -176,6 +230,9 @@ class FrameRunner(FrameCache):
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)
+
+    def _check(self, entry, fn, args, kwargs) -> bool:
+        return entry.guard.check(fn.__closure__, *args)
 
 
 _RUNNERS: Dict[tuple, FrameRunner] = {}

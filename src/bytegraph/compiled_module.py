@@ -12,20 +12,27 @@ from typing import Callable
 
 import torch
 
+from .backends import BACKENDS, lookup_backend
 from .cache import CompiledFunction
 
-_OWN = ("_orig_mod", "_bg_call")
+_OWN = ("_orig_mod", "_bg_call", "_bg_options")
 
 
-def _module_caller(module: torch.nn.Module):
-    def forward(*args, **kwargs):
-        return module(*args, **kwargs)
-    forward.__qualname__ = f"{type(module).__qualname__}.__call__"
-    return forward
+def _call_module(module, *args, **kwargs):
+    # The module is an argument, not a closure constant: the entry guards
+    # which module it traced, so a deepcopy (or any other module) never runs
+    # through an entry traced for the original.  ``module(...)`` is the
+    # module's own ``__call__``, overridden or not, hooks included.
+    return module(*args, **kwargs)
 
 
 class CompiledModule(torch.nn.Module):
-    """The module ``bytegraph.compile(module)`` returns.
+    """The module ``bytegraph.compile(module)`` returns: a proxy whose calls
+    are compiled and whose state is the original module's.
+
+    ``training``, parameters, buffers, ``state_dict`` and attributes are read
+    from and written to the original (``_orig_mod``); ``copy.deepcopy`` and
+    ``pickle`` copy the original and compile the copy anew.
 
     Example::
 
@@ -40,14 +47,42 @@ class CompiledModule(torch.nn.Module):
                  dynamic=None):
         super().__init__()
         object.__setattr__(self, "_orig_mod", module)
-        object.__setattr__(self, "_bg_call", CompiledFunction(_module_caller(module), backend_name, backend,
-                                                              fullgraph, dynamic))
+        object.__setattr__(self, "_bg_options", (backend_name, backend, fullgraph, dynamic))
+        fn = CompiledFunction(_call_module, backend_name, backend, fullgraph, dynamic)
+        fn.__qualname__ = f"{type(module).__qualname__}.__call__"
+        object.__setattr__(self, "_bg_call", fn)
 
     def __call__(self, *args, **kwargs):
-        return self._bg_call(*args, **kwargs)
+        return self._bg_call(self._orig_mod, *args, **kwargs)
 
     def forward(self, *args, **kwargs):
-        return self._bg_call(*args, **kwargs)
+        return self._bg_call(self._orig_mod, *args, **kwargs)
+
+    # ``training`` lives on the original: ``model.eval()`` is seen through the proxy
+    @property
+    def training(self) -> bool:
+        return self.__dict__["_orig_mod"].training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        if "_orig_mod" in self.__dict__:  # nn.Module.__init__ sets it before the original is attached
+            self._orig_mod.training = mode
+
+    # -- copies: of the original, with a cache of their own --------------------
+    def __deepcopy__(self, memo):
+        import copy
+        name, backend, fullgraph, dynamic = self._bg_options
+        return CompiledModule(copy.deepcopy(self._orig_mod, memo), name, backend, fullgraph, dynamic)
+
+    def __copy__(self):
+        name, backend, fullgraph, dynamic = self._bg_options
+        import copy
+        return CompiledModule(copy.copy(self._orig_mod), name, backend, fullgraph, dynamic)
+
+    def __reduce__(self):
+        name, backend, fullgraph, dynamic = self._bg_options
+        # a named backend is pickled by its name; a callable one must be picklable itself
+        return (_rebuild, (self._orig_mod, name if BACKENDS.get(name) is backend else backend, fullgraph, dynamic))
 
     # -- everything else is the original module's --------------------------------
     def __getattr__(self, name):
@@ -83,7 +118,6 @@ class CompiledModule(torch.nn.Module):
 
     def train(self, mode: bool = True):
         self._orig_mod.train(mode)
-        object.__setattr__(self, "training", mode)
         return self
 
     def _apply(self, fn, recurse=True):
@@ -122,3 +156,8 @@ class CompiledModule(torch.nn.Module):
 
     def zero_grad(self, set_to_none: bool = True):
         self._orig_mod.zero_grad(set_to_none)
+
+
+def _rebuild(module, backend, fullgraph, dynamic):
+    name, fn = lookup_backend(backend)
+    return CompiledModule(module, name, fn, fullgraph, dynamic)

@@ -41,7 +41,7 @@ class CacheEntry:
     """
 
     __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks",
-                 "observed_shapes")
+                 "observed_shapes", "raises")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
                  transformed: bool = True, breaks: int = 0):
@@ -54,6 +54,8 @@ class CacheEntry:
         self.compile_seconds = seconds
         self.breaks = breaks
         self.observed_shapes = {}
+        #: the trace raised: the entry runs the original code, which raises too
+        self.raises = False
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
@@ -75,8 +77,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     trace = Trace(fn, policy)
     try:
         result = trace.run(args, kwargs)
-    except UserException as e:
-        raise _raises(e)
+    except UserException:
+        return _raising_entry(trace, fn, closure_param, start)
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
@@ -85,8 +87,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         trace.stop_step = plan.step
         try:
             result = trace.run(args, kwargs)
-        except UserException as e2:
-            raise _raises(e2)
+        except UserException:
+            return _raising_entry(trace, fn, closure_param, start)
         if trace.stopped_frame is None:
             raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
         STATS.graph_breaks += 1
@@ -95,10 +97,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
 
     graph = trace.graph
     se = trace.side_effects
-    if not closure_param and (fn.__defaults__ is not None or fn.__kwdefaults__ is not None):
-        trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
-    if graph.symbolic_inputs:
-        trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
+    _add_trace_wide_guards(trace, fn, closure_param)
     emitter = states = None
     if plan is not None:
         emitter = BreakEmitter(None, trace, plan, runner_for)
@@ -118,7 +117,6 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     cg.prologue()
     graphs = []
     if has_graph:
-        _check_no_input_aliasing(trace)
         gm = graph.finish([t.node for t in tensors])
         example_inputs = graph.example_inputs()
         if ENABLED["graph"]:
@@ -166,6 +164,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
+    _guard_distinct_inputs(trace)
     guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
@@ -175,9 +174,28 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     return entry
 
 
-def _raises(e: UserException) -> Unsupported:
-    return Unsupported(f"the function raises {e.value.type_name()} for these inputs", kind="raises",
-                       hint="the frame runs eagerly so the exception propagates as in Python")
+def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
+    """Guards that depend on the whole trace, not on one value read."""
+    graph = trace.graph
+    if not closure_param and (fn.__defaults__ is not None or fn.__kwdefaults__ is not None):
+        trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
+    if graph.symbolic_inputs:
+        trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
+
+
+def _raising_entry(trace: Trace, fn, closure_param: bool, start: float) -> CacheEntry:
+    """The trace found that ``fn`` raises for these inputs.
+
+    The outcome is cached like any other: an entry with the trace's guards
+    that runs the original code, so the exception propagates exactly as in
+    Python (traceback included) and the next such call costs a guard check,
+    not a trace.
+    """
+    _add_trace_wide_guards(trace, fn, closure_param)
+    guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
+    entry = CacheEntry(guard, fn, [], time.perf_counter() - start, transformed=False)
+    entry.raises = True
+    return entry
 
 
 def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
@@ -194,15 +212,23 @@ def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
     return moved
 
 
-def _check_no_input_aliasing(trace: Trace) -> None:
-    # Distinct tensor inputs at trace time must stay distinct when the graph
-    # mutates something: a backend may functionalize the mutation.  A pure
-    # graph computes the same values whatever aliases, so it needs no check
-    # (the check costs an id() per input on every call).
-    from .graph import GLOBAL_STATE_TARGETS, _is_impure
-    if not any(_is_impure(n) for n in trace.graph.graph.nodes if n.op in ("call_function", "call_method")
-               and n.target not in GLOBAL_STATE_TARGETS):
-        return
-    sources = [inp.source for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
+def _guard_distinct_inputs(trace: Trace) -> None:
+    """Objects the trace met through different sources were different objects;
+    later calls must pass different objects too.
+
+    The trace made one value per real object, so ``a is b``, a write through
+    ``a`` seen through ``b``, and a backend's functionalized mutation all
+    depend on which inputs alias.  Where two sources held one object an
+    ``ALIAS`` guard was added when it was met; here every other pre-existing
+    tensor, container and object is guarded distinct.  Objects guarded by
+    identity are left out: their identity is fixed already.
+    """
+    from .values.cells import CellValue
+    id_guarded = {g.source for g in trace.guards if g.kind == "ID_MATCH"}
+    sources = [inp.source for inp in trace.graph.inputs
+               if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
+    sources += [v.source for v in trace.side_effects.existing_values()
+                if v.source is not None and v.source not in id_guarded and not isinstance(v, CellValue)]
+    sources = list(dict.fromkeys(sources))
     if len(sources) > 1:
-        trace.guards.add(Guard("NO_TENSOR_ALIASING", sources[0], None, tuple(sources[1:])))
+        trace.guards.add(Guard("NO_ALIASING", sources[0], None, tuple(sources[1:])))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import inspect
+import struct
 import types
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -45,13 +46,17 @@ _PRIORITY = {
     "DICT_CONTAINS": 4,
     "SET_MATCH": 4,
     "TENSOR_MATCH": 5,
-    "NO_TENSOR_ALIASING": 6,
-    "TENSOR_ALIAS": 6,
+    "NO_ALIASING": 6,
+    "ALIAS": 6,
     "NOT_IN_GLOBALS": 7,
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
     "INFERENCE_MODE": 8,
+    "DETERMINISTIC": 8,
+    "DETERMINISTIC_WARN_ONLY": 8,
+    "MATMUL_PRECISION": 8,
+    "DEFAULT_DEVICE": 8,
     "FN_DEFAULTS": 8,
     "AUTOCAST_DEFAULTS": 8,
     "SHAPE_ENV": 9,
@@ -122,10 +127,10 @@ class Guard:
             stride_text = f" stride={list(stride)}" if stride is not None else ""
             return (f"{src}: {typ.__name__} dtype={dtype} device={device} "
                     f"shape={shape_text}{stride_text} requires_grad={rg}")
-        if k == "TENSOR_ALIAS":
+        if k == "ALIAS":
             return f"{src} is {self.others[0].name()}"
-        if k == "NO_TENSOR_ALIASING":
-            return "tensors " + ", ".join(s.name() for s in (self.source,) + self.others) + " are distinct"
+        if k == "NO_ALIASING":
+            return ", ".join(s.name() for s in (self.source,) + self.others) + " are distinct objects"
         if k == "NOT_IN_GLOBALS":
             return f"global {e!r} not defined (builtin {e!r} used)"
         if k in _STATE_QUERIES:
@@ -148,7 +153,27 @@ _STATE_QUERIES = {
     "GRAD_MODE": ("torch.is_grad_enabled()", torch.is_grad_enabled),
     "DEFAULT_DTYPE": ("torch.get_default_dtype()", torch.get_default_dtype),
     "INFERENCE_MODE": ("torch.is_inference_mode_enabled()", torch.is_inference_mode_enabled),
+    # which kernels an op may use, and how precise float32 matmuls are: a
+    # backend picks its kernels (and the trace its answers) from these
+    "DETERMINISTIC": ("torch.are_deterministic_algorithms_enabled()", torch.are_deterministic_algorithms_enabled),
+    "DETERMINISTIC_WARN_ONLY": ("torch.is_deterministic_algorithms_warn_only_enabled()",
+                                torch.is_deterministic_algorithms_warn_only_enabled),
+    "MATMUL_PRECISION": ("torch.get_float32_matmul_precision()", torch.get_float32_matmul_precision),
+    # the device of tensors the graph creates (torch.ones(2) without device=)
+    "DEFAULT_DEVICE": ("torch.get_default_device()", torch.get_default_device),
 }
+
+
+def global_state_guards() -> List["Guard"]:
+    """Guards on every process-wide torch setting a captured graph depends on
+    (grad mode and autocast are guarded by the tracer, which also changes them).
+
+    Example::
+
+        >>> sorted(g.kind for g in global_state_guards())[:2]
+        ['DEFAULT_DEVICE', 'DEFAULT_DTYPE']
+    """
+    return [Guard(kind, None, query()) for kind, (_, query) in _STATE_QUERIES.items() if kind != "GRAD_MODE"]
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -316,6 +341,11 @@ def _argument_source(source) -> bool:
     while isinstance(source, ItemSource):
         source = source.base
     return isinstance(source, LocalSource)
+
+
+def _float_bits(x: float) -> int:
+    """The IEEE bits of ``x`` (NaN and signed zeros told apart)."""
+    return struct.unpack("<q", struct.pack("<d", x))[0]
 
 
 def _never(*args, **kwargs) -> bool:
@@ -515,7 +545,11 @@ def _shape_env_lines(g: Guard, expr_of):
     shape_env, inputs = g.expected
     setup: list = []
     exprs = [expr_of(source, setup) for _, source in inputs]
-    codes = shape_env.produce_guards([fake for fake, _ in inputs], [SymbolSource(x) for x in exprs])
+    # ignore_static=False: a symbolic dim the trace pinned to a constant (a
+    # branch on ``x.shape[0] == 5``, an unrolled loop over ``x``) is guarded
+    # here; the entry's TENSOR_MATCH left that dim unchecked.
+    codes = shape_env.produce_guards([fake for fake, _ in inputs], [SymbolSource(x) for x in exprs],
+                                     ignore_static=False)
     out = []
     for i, code in enumerate(codes):
         out.append((setup if i == 0 else [], code, Guard("SHAPE_ENV_EXPR", None, code), None))
@@ -528,7 +562,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
     k = g.kind
     if k in _STATE_QUERIES:
         e = g.expected
-        return f"{bind(_STATE_QUERIES[k][1])}() is {e if isinstance(e, bool) else bind(e)}"
+        if isinstance(e, bool):
+            return f"{bind(_STATE_QUERIES[k][1])}() is {e}"
+        return f"{bind(_STATE_QUERIES[k][1])}() == {bind(e)}"
     if k == "AUTOCAST":
         return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
     if k == "FN_DEFAULTS":
@@ -552,6 +588,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         v = g.expected
         if v is None or v is True or v is False or v is Ellipsis:
             return f"{e} is {v!r}"
+        if type(v) is float and (v != v or v == 0.0):
+            # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
+            # compare these two floats by their bits
+            return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
@@ -575,9 +615,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
             return f"{head} and {e}.shape == {shape!r} and {layout} {tail}"
         dims = " and ".join(f"{e}.shape[{i}] == {s}" for i, s in enumerate(shape) if s is not None)
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
-    if k == "TENSOR_ALIAS":
+    if k == "ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
-    if k == "NO_TENSOR_ALIASING":
+    if k == "NO_ALIASING":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         if native is not None:
             return f"{bind(native.distinct)}({', '.join(exprs)})"

@@ -43,6 +43,10 @@ class SideEffects:
     def existing(self, obj) -> Optional[Value]:
         return self._existing.get(id(obj))
 
+    def existing_values(self) -> List[Value]:
+        """Every pre-existing object the trace met (lists, dicts, sets, objects, cells, modules)."""
+        return list(self._existing.values())
+
     def track_existing(self, obj, value: Value) -> None:
         self._existing[id(obj)] = value
         self._keepalive.append(obj)

@@ -7,7 +7,7 @@
 //
 // Semantics are exactly those of the Python conditions bytegraph generates
 // when this module is unavailable (see guards.py, TENSOR_MATCH and
-// NO_TENSOR_ALIASING); tests compare the two on random tensors.
+// NO_ALIASING); tests compare the two on random tensors.
 //
 // Built by `python -m bytegraph.native build` against the installed torch.
 

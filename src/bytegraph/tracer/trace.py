@@ -10,7 +10,7 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import OutputGraph
-from ..guards import Guard, GuardSet, autocast_state
+from ..guards import Guard, GuardSet, autocast_state, global_state_guards
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
 from ..sources import ItemSource, LocalSource, ObjectSource
@@ -108,8 +108,8 @@ class Trace:
         # Ambient state that changes what the captured ops compute (autocast
         # casts, the dtype of new tensors); a compiled backend bakes it in.
         self.guards.add(Guard("AUTOCAST", None, autocast_state()))
-        self.guards.add(Guard("DEFAULT_DTYPE", None, torch.get_default_dtype()))
-        self.guards.add(Guard("INFERENCE_MODE", None, torch.is_inference_mode_enabled()))
+        for guard in global_state_guards():
+            self.guards.add(guard)
         try:
             try:
                 return root.run()

@@ -56,7 +56,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if known is not None:
         if source is not None and known.source is not None and source != known.source:
             # one object reached through two paths: later calls must alias the same way
-            guards.add(Guard("TENSOR_ALIAS", source, others=(known.source,)))
+            guards.add(Guard("ALIAS", source, others=(known.source,)))
         return known
     if t is list:
         _type_len(guards, source, obj)
@@ -354,7 +354,7 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
     existing = graph.input_for(obj)
     if existing is not None:
         if existing.source is not None and source != existing.source:
-            tx.guards.add(Guard("TENSOR_ALIAS", source, others=(existing.source,)))  # tied weights
+            tx.guards.add(Guard("ALIAS", source, others=(existing.source,)))  # tied weights
         return existing
     if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided:
         return _wrap_tensor(tx, obj, source)
@@ -367,7 +367,7 @@ def _wrap_tensor(tx, obj: torch.Tensor, source):
     existing = graph.input_for(obj)
     if existing is not None:
         if source is not None and existing.source is not None and source != existing.source:
-            tx.guards.add(Guard("TENSOR_ALIAS", source, others=(existing.source,)))
+            tx.guards.add(Guard("ALIAS", source, others=(existing.source,)))
         return existing
     if source is None:
         raise Unsupported("a tensor without a source (constant tensor object)", kind="unsupported_input")

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List
 import torch
 
 from ..errors import Unsupported, UserException
+from ..guards import Guard
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
@@ -545,6 +546,9 @@ def _id(tx, args, kwargs):
     real = _real(v) if v.source is not None or isinstance(v, ConstantValue) else None
     if real is None or (isinstance(v, ConstantValue) and type(real[0]) in (int, float, str, bytes)):
         raise Unsupported(f"id() of a {v.type_name()}", kind="unsupported_builtin")
+    if v.source is not None:
+        # the number is baked into the capture: only this very object may reuse it
+        tx.guards.add(Guard("ID_MATCH", v.source, real[0]))
     return const(id(real[0]))
 
 

@@ -9,6 +9,8 @@ import operator
 import types
 from typing import Callable, Dict, List, Optional
 
+import torch
+
 from ..errors import Unsupported
 from ..sources import AttrSource, ItemSource, closure_cell_source
 from .base import Value
@@ -74,6 +76,10 @@ def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kw
     return out
 
 
+#: the functions behind ``nn.Module.__call__``
+_MODULE_CALL_FUNCTIONS = frozenset({torch.nn.Module.__call__, torch.nn.Module._call_impl})
+
+
 class UserFunctionValue(Value):
     """A pre-existing Python function (``types.FunctionType``); calls are inlined.
 
@@ -121,6 +127,12 @@ class UserFunctionValue(Value):
             # cm(...) for a @contextlib.contextmanager function: the object only
             # records the call (no user code runs until it is entered)
             return GeneratorContextValue(self, self.closure_cells(tx)[0].read(tx), args, kwargs)
+        if fn in _MODULE_CALL_FUNCTIONS and args:
+            # nn.Module.__call__ reached explicitly (``super().__call__(x)`` in an
+            # overridden __call__): the module call, hooks included, as call_module models it
+            from .modules import NNModuleValue, call_module
+            if isinstance(args[0], NNModuleValue):
+                return call_module(tx, args[0], list(args[1:]), kwargs)
         bound = self.bind(tx, args, kwargs)
         return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__)
 

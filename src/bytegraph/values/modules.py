@@ -69,6 +69,9 @@ class NNModuleValue(UserObjectValue):
         tx.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs):
+        if type(self.obj).__call__ is not torch.nn.Module.__call__:
+            # the class overrides __call__: run that, as Python would
+            return self.get_attr(tx, "__call__").call(tx, args, kwargs)
         return call_module(tx, self, args, kwargs)
 
     def call_method(self, tx, name, args, kwargs):

@@ -382,6 +382,11 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     fake_args = _to_fake(node_args)
     fake_kwargs = _to_fake(node_kwargs)
     graph = tx.graph
+    # Mutation is detected by what the op did, not by its name: every tensor
+    # argument's version counter (shared with its views and base) is compared
+    # before and after the fake run.  F.relu(y, inplace=True), out=, setitem and
+    # writes through views all bump it; such a node must never be pruned.
+    versions = _versions(fake_args, fake_kwargs)
     try:
         with graph.fake_mode:
             if kind == "call_method":
@@ -397,19 +402,41 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         raise
     except Exception as e:  # the user's own error (shape mismatch, bad argument): Python would raise it too
         tx.raise_python_exception(e)
+    # inference tensors keep no version counter: any op on one may have written it
+    mutated = any(v is None or t._version != v for t, v in versions)
     if isinstance(out, SYM_TYPES):
         node = graph.create_node(kind, target, node_args, node_kwargs, out)
         return SymIntValue(node, out)
     if not _contains_tensor(out):
-        if out is None and _has_tensor(args, kwargs):
+        if (out is None and _has_tensor(args, kwargs)) or mutated:
             # torch ops that return None mutate their arguments (x.__setitem__,
             # torch._foreach_mul_): the node must stay in the graph.
             node = graph.create_node(kind, target, node_args, node_kwargs, None)
             node.meta["impure"] = True
-            return NONE
+            return NONE if out is None else _wrap_constant_result(out, target)
         return _wrap_constant_result(out, target)
     node = graph.create_node(kind, target, node_args, node_kwargs, out)
+    if mutated:
+        node.meta["impure"] = True
     return wrap_graph_result(tx, node, out)
+
+
+def _versions(fake_args, fake_kwargs) -> list:
+    """(tensor, version counter) of every fake tensor among an op's arguments."""
+    out = []
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            out.append((v, None if v.is_inference() else v._version))
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+    walk(fake_args)
+    walk(fake_kwargs)
+    return out
 
 
 def _has_tensor(args, kwargs) -> bool:
