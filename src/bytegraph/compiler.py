@@ -110,8 +110,9 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     if not has_graph and plan is None and not config.force_transform:
         # Nothing for a backend: the original code does the same work (side
         # effects included) at no cost.  Keep the guards, run the original.
-        guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
-        return CacheEntry(guard, fn, [], time.perf_counter() - start, transformed=False)
+        kept = _without_call_closure(fn) if closure_param else fn
+        guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
+        return CacheEntry(guard, kept, [], time.perf_counter() - start, transformed=False)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
     cg.prologue()
@@ -161,17 +162,30 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         buf = io.StringIO()
         dis.dis(code, file=buf)
         log("bytecode", "transformed bytecode of %s:\n%s", fn.__qualname__, buf.getvalue())
-    new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    kept = _without_call_closure(fn) if closure_param else fn
+    new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, kept.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
     _guard_distinct_inputs(trace)
-    guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
+    guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
     entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
+
+
+def _without_call_closure(fn: types.FunctionType) -> types.FunctionType:
+    """``fn`` (a generated function made for one call) with empty cells.
+
+    Its entry and guard need only its code and signature; keeping the call's
+    own cells would keep whatever they held alive as long as the cache."""
+    cells = tuple(types.CellType() for _ in fn.__code__.co_freevars) or None
+    out = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    out.__qualname__ = fn.__qualname__
+    return out
 
 
 def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
@@ -192,8 +206,9 @@ def _raising_entry(trace: Trace, fn, closure_param: bool, start: float) -> Cache
     not a trace.
     """
     _add_trace_wide_guards(trace, fn, closure_param)
-    guard = compile_guards(trace.guards, fn, fn.__globals__, closure_param)
-    entry = CacheEntry(guard, fn, [], time.perf_counter() - start, transformed=False)
+    kept = _without_call_closure(fn) if closure_param else fn
+    guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
+    entry = CacheEntry(guard, kept, [], time.perf_counter() - start, transformed=False)
     entry.raises = True
     return entry
 
@@ -223,12 +238,11 @@ def _guard_distinct_inputs(trace: Trace) -> None:
     tensor, container and object is guarded distinct.  Objects guarded by
     identity are left out: their identity is fixed already.
     """
-    from .values.cells import CellValue
     id_guarded = {g.source for g in trace.guards if g.kind == "ID_MATCH"}
     sources = [inp.source for inp in trace.graph.inputs
                if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
     sources += [v.source for v in trace.side_effects.existing_values()
-                if v.source is not None and v.source not in id_guarded and not isinstance(v, CellValue)]
+                if v.source is not None and v.source not in id_guarded]
     sources = list(dict.fromkeys(sources))
     if len(sources) > 1:
         trace.guards.add(Guard("NO_ALIASING", sources[0], None, tuple(sources[1:])))

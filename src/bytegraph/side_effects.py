@@ -25,7 +25,9 @@ from .values.cells import CellValue, UNREAD
 
 
 class SideEffects:
-    def __init__(self):
+    def __init__(self, guards=None):
+        #: the trace's guards (aliasing of cells reached two ways is guarded here)
+        self.guards = guards
         self._existing: Dict[int, Value] = {}
         self._keepalive: List[object] = []
         #: pre-existing values whose state changed, in first-mutation order
@@ -55,7 +57,13 @@ class SideEffects:
         """The one :class:`CellValue` for a pre-existing cell object (C1)."""
         known = self._existing.get(id(real_cell))
         if known is not None:
-            return known  # e.g. the root's free variable reached again through a helper's closure
+            # e.g. the root's free variable reached again through a helper's
+            # closure: later calls must share the cell the same way
+            if self.guards is not None and source is not None and known.source is not None \
+                    and source != known.source:
+                from .guards import Guard
+                self.guards.add(Guard("ALIAS", source, others=(known.source,)))
+            return known
         cell = CellValue(name, source, contents=UNREAD, real_cell=real_cell)
         self.track_existing(real_cell, cell)
         return cell

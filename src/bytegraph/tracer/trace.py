@@ -36,7 +36,7 @@ class Trace:
         self.policy = policy if policy is not None else DynamicPolicy(None)
         self.graph = OutputGraph()
         self.guards = GuardSet()
-        self.side_effects = SideEffects()
+        self.side_effects = SideEffects(self.guards)
         self.global_cache: Dict[tuple, Value] = {}
         self._globals_sources: Dict[int, ObjectSource] = {}
         self.steps = 0

@@ -133,9 +133,40 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None:
         if type(value) is UserObjectValue:
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
+        elif type(value) is UserFunctionValue and not obj.__dict__:
+            _guard_function_by_parts(guards, obj, source)
         else:
             guards.add(Guard("ID_MATCH", source, obj))
     return value
+
+
+def _guard_function_by_parts(guards, fn: types.FunctionType, source: Source) -> None:
+    """Guard a plain Python function by what a trace of a call reads from it.
+
+    A closure made afresh on every call (a nested ``def`` carried across a
+    graph break, a lambda passed as an argument) is a new object each time
+    but runs the same code: guarding its identity would recompile on every
+    call and keep each call's function alive in the cache.  Its code and
+    globals are guarded by identity, its defaults by shape (each default
+    used is guarded where it is read), and its closure cells' contents
+    where they are read (through the cell sources).
+    """
+    guards.add(Guard("TYPE_MATCH", source, types.FunctionType))
+    guards.add(Guard("ID_MATCH", AttrSource(source, "__code__"), fn.__code__))
+    guards.add(Guard("ID_MATCH", AttrSource(source, "__globals__"), fn.__globals__))
+    defaults = AttrSource(source, "__defaults__")
+    if fn.__defaults__ is None:
+        guards.add(Guard("CONSTANT_MATCH", defaults, None))
+    else:
+        _type_len(guards, defaults, fn.__defaults__)
+    kwdefaults = AttrSource(source, "__kwdefaults__")
+    if fn.__kwdefaults__ is None:
+        guards.add(Guard("CONSTANT_MATCH", kwdefaults, None))
+    else:
+        guards.add(Guard("TYPE_MATCH", kwdefaults, dict))
+        guards.add(Guard("DICT_KEYS", kwdefaults, tuple(fn.__kwdefaults__)))
+    # attributes set on the function (fn.flag = 1) are read from __dict__: keep it empty
+    guards.add(Guard("LEN_MATCH", AttrSource(source, "__dict__"), 0))
 
 
 def wrap_callable_or_object(tx, obj, source):

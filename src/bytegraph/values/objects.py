@@ -38,12 +38,32 @@ class PythonModuleValue(Value):
         return self.module
 
     def get_attr(self, tx, name):
+        # A module's attributes are its globals: a write made earlier in this
+        # trace (``mod.K = 5``, or ``global K`` in one of its functions) is
+        # pending in the side-effect table and is what Python would read.
+        pending = tx.side_effects.pending_global(self.module.__dict__, name)
+        if pending is not None:
+            if pending is DELETED:
+                tx.raise_python_exception(AttributeError(
+                    f"module '{self.module.__name__}' has no attribute '{name}'"))
+            return pending
         try:
             attr = getattr(self.module, name)
         except AttributeError as e:
             tx.raise_python_exception(e)
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(attr, src)
+
+    def set_attr(self, tx, name, value):
+        if type(self.module) is not types.ModuleType or self.source is None:
+            super().set_attr(tx, name, value)
+        tx.side_effects.store_global(self.module.__dict__, name, value)
+
+    def del_attr(self, tx, name):
+        if type(self.module) is not types.ModuleType or self.source is None:
+            super().del_attr(tx, name)
+        self.get_attr(tx, name)  # AttributeError if absent, as Python
+        tx.side_effects.store_global(self.module.__dict__, name, DELETED)
 
     def reconstruct(self, cg):
         if self.source is not None:

@@ -1,0 +1,509 @@
+"""Regression tests for wrong results on ordinary PyTorch code (issue 11).
+
+Each test compares compiled and eager runs of the same program (results,
+inputs and module state afterwards, object identity) and fails on the code
+before the fix it names.
+"""
+
+import copy
+import gc
+import pickle
+import sys
+import threading
+import types
+import weakref
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import bytegraph
+from bytegraph import config
+from conftest import CountingBackend, assert_same, assert_tree_equal, compile_counting
+
+
+# ---------------------------------------------------------------------------
+# 1. in-place ops: every mutation is recorded and seen by later reads
+
+
+def relu_module_inplace(x):
+    y = x * 2
+    nn.ReLU(inplace=True)(y)
+    return y
+
+
+def relu_functional_inplace(x):
+    y = x * 2
+    F.relu(y, inplace=True)
+    return y
+
+
+def inplace_through_view(x):
+    y = x * 2
+    y[0].add_(1)
+    y.view(-1)[1:3].mul_(0)
+    return y
+
+
+def inplace_through_transpose_after_view_taken(x):
+    y = x * 1
+    t = y.t()
+    y.add_(1)
+    return t
+
+
+def setitem_on_intermediate(x):
+    y = x + 1
+    y[0] = 5
+    y[:, 1] = y[:, 0]
+    return y.sum()
+
+
+def out_argument(x):
+    y = torch.empty(x.shape)
+    torch.add(x, 1, out=y)
+    return y
+
+
+def inplace_result_unused(x):
+    y = x.clone()
+    torch.sigmoid_(y)
+    F.dropout(y, p=0.0, inplace=True)
+    F.leaky_relu(y, 0.1, inplace=True)
+    F.hardtanh(y, inplace=True)
+    return y
+
+
+def input_mutation(x):
+    x.add_(1)
+    F.relu(x, inplace=True)
+    return x * 2
+
+
+def nn_init_on_intermediate(x):
+    w = torch.empty(3, 3)
+    nn.init.zeros_(w)
+    return x @ w + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [relu_module_inplace, relu_functional_inplace, inplace_through_view,
+                                inplace_through_transpose_after_view_taken, setitem_on_intermediate, out_argument,
+                                inplace_result_unused, input_mutation, nn_init_on_intermediate],
+                         ids=lambda f: f.__name__)
+def test_inplace_ops_are_seen(fn, backend):
+    # constructing a module inside the function is a graph break for now (issue 13)
+    graphs = None if fn is relu_module_inplace else 1
+    assert_same(fn, torch.randn(3, 3), backend=backend, graphs=graphs, breaks=None, calls=3)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_conv_bn_relu_inplace_eval(backend):
+    torch.manual_seed(0)
+    block = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True)).eval()
+    block[1].running_mean.uniform_(-1, 1)
+
+    def f(x):
+        return block(x)
+    assert_same(f, torch.randn(1, 3, 8, 8), backend=backend)
+
+
+def test_buffer_mutation_and_batchnorm_training():
+    torch.manual_seed(0)
+    eager_bn, comp_bn = nn.BatchNorm1d(4), nn.BatchNorm1d(4)
+    comp_bn.load_state_dict(eager_bn.state_dict())
+    compiled = bytegraph.compile(comp_bn, backend="eager")
+    for _ in range(3):
+        x = torch.randn(5, 4)
+        assert_tree_equal(compiled(x.clone()), eager_bn(x.clone()))
+    assert_tree_equal(comp_bn.running_mean, eager_bn.running_mean)
+    assert_tree_equal(comp_bn.running_var, eager_bn.running_var)
+    assert int(comp_bn.num_batches_tracked) == 3
+
+
+def test_outputs_alias_like_eager():
+    def f(x):
+        y = x * 2
+        return x, y, y, y.view(-1), x[0]
+    out, _ = assert_same(f, torch.randn(2, 3))
+    assert out[1] is out[2]
+    out[1].add_(1)
+    assert torch.equal(out[3], out[1].view(-1))
+
+
+# ---------------------------------------------------------------------------
+# 2. guards cover what the capture assumed
+
+
+def branch_eq(x):
+    return x * 2 if x.shape[0] == 5 else x * 3
+
+
+def branch_ne(x):
+    return x * 2 if x.size(0) != 5 else x * 3
+
+
+def branch_len(x):
+    return x * 2 if len(x) == 5 else x * 3
+
+
+def branch_numel(x):
+    return x * 2 if x.numel() == 10 else x * 3
+
+
+def branch_range(x):
+    return x + 1 if x.shape[0] > 6 else x - 1
+
+
+def loop_rows(x):
+    s = x[0] * 0
+    for row in x:
+        s = s + row
+    return s
+
+
+def loop_range_size(x):
+    s = x[0] * 0
+    for i in range(x.size(0)):
+        s = s + x[i] * i
+    return s
+
+
+def loop_unbind(x):
+    return sum(x.unbind(0))
+
+
+def loop_split(x):
+    return [t.sum() for t in x.split(1)]
+
+
+def slice_prefix(x):
+    return x[:3].sum(0)
+
+
+SIZES = (5, 4, 5, 6, 7, 3, 2, 5)
+
+
+@pytest.mark.parametrize("mode", ["automatic", "dynamic", "mark_dynamic"])
+@pytest.mark.parametrize("fn", [branch_eq, branch_ne, branch_len, branch_numel, branch_range, loop_rows,
+                                loop_range_size, loop_unbind, loop_split, slice_prefix], ids=lambda f: f.__name__)
+def test_size_dependent_python_is_guarded(fn, mode):
+    compiled = bytegraph.compile(fn, backend="eager", dynamic=True if mode == "dynamic" else None)
+    for n in SIZES:
+        x = torch.randn(n, 2)
+        if mode == "mark_dynamic":
+            bytegraph.mark_dynamic(x, 0)
+        assert_tree_equal(compiled(x), fn(x), f"size {n}")
+    assert bytegraph.stats().frames_compiled >= 1
+
+
+def test_dynamic_entry_serves_later_sizes_of_views():
+    def f(x):
+        b, n, d = x.shape
+        return x.view(b, n, 2, d // 2).transpose(1, 2).reshape(b * 2, n, d // 2)
+    compiled, be = compile_counting(f)
+    for n in (8, 9, 10, 11, 24, 25, 30):
+        x = torch.randn(2, n, 4)
+        assert_tree_equal(compiled(x), f(x))
+    assert be.count == 2  # static first, then one dynamic entry for every later length
+
+
+def test_input_aliasing_is_guarded():
+    def f(a, b):
+        return a * 2 if a is b else b * 3
+    compiled = bytegraph.compile(f, backend="eager")
+    t = torch.ones(2)
+    assert torch.equal(compiled(t, torch.ones(2)), torch.full((2,), 3.0))
+    assert torch.equal(compiled(t, t), torch.full((2,), 2.0))
+
+
+def test_list_aliasing_is_guarded():
+    def f(x, a, b):
+        a.append(1)
+        return x * len(b)
+    compiled = bytegraph.compile(f, backend="eager")
+    compiled(torch.ones(1), [], [])
+    lst = []
+    assert torch.equal(compiled(torch.ones(1), lst, lst), torch.ones(1))
+
+
+def test_id_is_guarded():
+    def f(x, o):
+        return x + id(o) % 7
+    compiled = bytegraph.compile(f, backend="eager")
+    o1, o2 = object(), object()
+    for o in (o1, o2, o1):
+        assert torch.equal(compiled(torch.ones(2), o), f(torch.ones(2), o))
+
+
+def test_global_torch_state_is_guarded():
+    def f(x):
+        return x * 2 if torch.are_deterministic_algorithms_enabled() else x * 3
+    compiled = bytegraph.compile(f, backend="eager")
+    try:
+        for flag in (False, True, False):
+            torch.use_deterministic_algorithms(flag)
+            assert torch.equal(compiled(torch.ones(2)), f(torch.ones(2)))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    report = bytegraph.explain(lambda x: x + 1)(torch.ones(1))
+    assert any("deterministic" in g for g in report.guards)
+    assert any("matmul_precision" in g for g in report.guards)
+
+
+@pytest.fixture
+def other_module():
+    mod = types.ModuleType("bg_other_mod")
+    exec("K = 1\ndef scale(x):\n    return x * K\ndef set_k(v):\n    global K\n    K = v\n", mod.__dict__)
+    sys.modules["bg_other_mod"] = mod
+    yield mod
+    del sys.modules["bg_other_mod"]
+
+
+def test_global_of_another_module_written_then_read(other_module):
+    def by_setattr(x):
+        import bg_other_mod
+        bg_other_mod.K = 5
+        return bg_other_mod.scale(x) + bg_other_mod.K
+
+    def by_global_statement(x):
+        import bg_other_mod
+        bg_other_mod.set_k(7)
+        from bg_other_mod import K
+        return x * bg_other_mod.K + K
+
+    for fn in (by_setattr, by_global_statement):
+        other_module.K = 1
+        expected = fn(torch.ones(2))
+        after = other_module.K
+        other_module.K = 1
+        assert_tree_equal(bytegraph.compile(fn, backend="eager")(torch.ones(2)), expected)
+        assert other_module.K == after
+
+
+@pytest.mark.parametrize("special", [float("nan"), -0.0, 0.0])
+def test_special_floats_match_their_own_guard(special):
+    def f(x, v):
+        return x * (1 / v if v == v and v != 0 else 1.0) + (1.0 if str(v).startswith("-") else 0.0)
+    compiled, be = compile_counting(f)
+    for _ in range(3):
+        assert_tree_equal(compiled(torch.ones(2), special), f(torch.ones(2), special))
+    assert bytegraph.stats().frames_compiled == 1
+
+
+def test_negative_zero_is_not_zero():
+    def f(x, v):
+        return x * (1.0 if str(v).startswith("-") else 2.0)
+    compiled = bytegraph.compile(f, backend="eager")
+    assert torch.equal(compiled(torch.ones(1), 0.0), torch.full((1,), 2.0))
+    assert torch.equal(compiled(torch.ones(1), -0.0), torch.ones(1))
+
+
+# ---------------------------------------------------------------------------
+# 3. objects made in a call are not guarded by identity
+
+
+def test_closure_made_per_call_across_a_break_reuses_the_entry():
+    def f(x):
+        k = 3
+
+        def inner(y):
+            return y * k
+        print("", end="")   # graph break with `inner` live
+        return inner(x)
+    compiled, be = compile_counting(f)
+    for _ in range(4):
+        assert_tree_equal(compiled(torch.ones(2)), f(torch.ones(2)))
+    assert bytegraph.stats().frames_compiled == 2
+
+
+def test_closure_contents_are_still_guarded():
+    def f(x, k):
+        def inner(y):
+            return y * k
+        print("", end="")
+        return inner(x)
+    compiled = bytegraph.compile(f, backend="eager")
+    for k in (2, 3, 2.5):
+        assert_tree_equal(compiled(torch.ones(2), k), f(torch.ones(2), k))
+
+
+def test_lambda_argument_made_per_call():
+    def f(x, fn):
+        return fn(x)
+    compiled = bytegraph.compile(f, backend="eager")
+    for k in (1, 2, 3):
+        assert_tree_equal(compiled(torch.ones(2), lambda y, k=k: y * k), torch.full((2,), float(k)))
+
+
+# ---------------------------------------------------------------------------
+# 4. the compiled module is a faithful proxy
+
+
+class _Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * (2 if self.training else 3)
+
+
+class _CallOverride(_Scaled):
+    def __call__(self, x):
+        return super().__call__(x) + 100
+
+
+def test_training_flag_is_the_originals():
+    model = _Scaled()
+    fast = bytegraph.compile(model, backend="eager")
+    x = torch.ones(3)
+    assert fast.training
+    model.eval()
+    assert not fast.training
+    assert torch.equal(fast(x), model(x))
+    fast.train()
+    assert model.training and torch.equal(fast(x), model(x))
+
+
+def test_overridden_call_is_used():
+    model = _CallOverride()
+    fast = bytegraph.compile(model, backend="eager")
+    assert torch.equal(fast(torch.ones(3)), model(torch.ones(3)))
+
+
+def test_deepcopy_runs_the_copys_parameters():
+    model = _Scaled()
+    fast = bytegraph.compile(model, backend="eager")
+    fast(torch.ones(3))
+    twin = copy.deepcopy(fast)
+    assert twin.lin.weight is not model.lin.weight
+    twin(torch.ones(3)).sum().backward()
+    assert twin.lin.weight.grad is not None and model.lin.weight.grad is None
+    with torch.no_grad():
+        twin.lin.weight.zero_()
+        twin.lin.bias.zero_()
+    assert torch.equal(twin(torch.ones(3)), torch.zeros(3))
+    assert not torch.equal(fast(torch.ones(3)), torch.zeros(3))
+
+
+def test_pickle_round_trip():
+    model = _Scaled()
+    fast = bytegraph.compile(model, backend="eager")
+    again = pickle.loads(pickle.dumps(fast))
+    assert isinstance(again, type(fast))
+    assert torch.equal(again(torch.ones(3)), model(torch.ones(3)))
+    assert list(again.state_dict()) == list(model.state_dict())
+
+
+# ---------------------------------------------------------------------------
+# 5. object lifetime: the cache keeps alive what eager keeps alive
+
+
+def _assert_freed(make, call):
+    objs = make()
+    refs = [weakref.ref(o) for o in objs]
+    call(*objs)
+    del objs
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_inputs_are_not_kept_alive(backend, dynamic):
+    compiled = bytegraph.compile(lambda x, y: (x * y).sum().item(), backend=backend, dynamic=dynamic)
+    _assert_freed(lambda: [torch.randn(3), torch.randn(3)], compiled)
+    _assert_freed(lambda: [torch.randn(4), torch.randn(4)], compiled)
+
+
+def test_module_argument_and_parameters_are_not_kept_alive():
+    compiled = bytegraph.compile(lambda m, x: float(m(x).sum()), backend="eager")
+    _assert_freed(lambda: (lambda m: [m, m.weight])(nn.Linear(3, 3)), lambda m, w: compiled(m, torch.ones(3)))
+
+
+def test_call_state_across_a_break_is_not_kept_alive():
+    def f(x):
+        def inner(y):
+            return y * x
+        print("", end="")
+        return float(inner(x).sum())
+    compiled = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        _assert_freed(lambda: [torch.randn(3)], compiled)
+
+
+def test_deleted_local_and_optimizer_state_are_not_kept_alive():
+    def step(p, opt):
+        opt.step()
+
+    def make():
+        p = nn.Parameter(torch.randn(3))
+        p.grad = torch.ones(3)
+        return [p, torch.optim.SGD([p], lr=0.1, momentum=0.9)]
+    compiled = bytegraph.compile(step, backend="eager")
+    _assert_freed(make, compiled)
+
+
+# ---------------------------------------------------------------------------
+# 6. concurrency and cache hygiene
+
+
+def test_threads_making_the_first_call_share_one_entry():
+    def f(x):
+        return (x.sin() + 1).cos()
+    compiled, be = compile_counting(f)
+    barrier = threading.Barrier(8)
+    results = []
+
+    def worker():
+        barrier.wait()
+        results.append(compiled(torch.ones(3)))
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 8 and all(torch.equal(r, f(torch.ones(3))) for r in results)
+    assert be.count == 1 and bytegraph.stats().frames_compiled == 1
+
+
+def test_raising_outcome_is_cached():
+    def f(x, n):
+        if n > 2:
+            raise ValueError("too big")
+        return x * n
+    compiled = bytegraph.compile(f, backend="eager")
+    for _ in range(3):
+        with pytest.raises(ValueError, match="too big"):
+            compiled(torch.ones(2), 5)
+    stats = bytegraph.stats()
+    assert stats.cache_misses == 1 and stats.cache_hits == 2
+    assert torch.equal(compiled(torch.ones(2), 2), torch.full((2,), 2.0))
+
+
+def test_transient_backend_failure_is_not_sticky():
+    calls = []
+
+    def flaky(gm, example_inputs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("transient")
+        return gm.forward
+    compiled = bytegraph.compile(lambda x: x + 1, backend=flaky)
+    config.raise_on_error = False
+    assert torch.equal(compiled(torch.ones(1)), torch.full((1,), 2.0))
+    assert torch.equal(compiled(torch.ones(1)), torch.full((1,), 2.0))
+    assert len(calls) == 2 and bytegraph.stats().frames_compiled == 1
+
+
+def test_internal_unsupported_raises_under_raise_on_error(monkeypatch):
+    from bytegraph import compiler
+    from bytegraph.errors import InternalError, Unsupported
+
+    def broken(*a, **k):
+        raise Unsupported("made up inconsistency", kind="internal")
+    monkeypatch.setattr(compiler, "Trace", lambda *a, **k: types.SimpleNamespace(run=broken))
+    with pytest.raises(InternalError):
+        bytegraph.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
