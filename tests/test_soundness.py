@@ -329,6 +329,27 @@ def test_closure_contents_are_still_guarded():
         assert_tree_equal(compiled(torch.ones(2), k), f(torch.ones(2), k))
 
 
+def test_loss_module_made_in_forward_reuses_the_entry():
+    def f(logits, target):
+        loss = nn.CrossEntropyLoss(label_smoothing=0.1)
+        return loss(logits, target), nn.ReLU(inplace=True)(logits * 2)
+    compiled = bytegraph.compile(f, backend="eager")
+    for _ in range(4):
+        logits, target = torch.randn(3, 5), torch.tensor([1, 2, 3])
+        assert_tree_equal(compiled(logits, target), f(logits, target))
+    assert bytegraph.stats().recompiles <= 1 and bytegraph.stats().frames_compiled <= 3
+
+
+def test_stateless_module_attributes_are_still_guarded():
+    def f(x, act):
+        return act(x)
+    compiled = bytegraph.compile(f, backend="eager")
+    x = torch.randn(5)
+    for slope in (0.1, 0.2, 0.1):
+        assert_tree_equal(compiled(x, nn.LeakyReLU(slope)), f(x, nn.LeakyReLU(slope)))
+    assert_tree_equal(compiled(x, nn.Tanh()), torch.tanh(x))
+
+
 def test_lambda_argument_made_per_call():
     def f(x, fn):
         return fn(x)

@@ -135,9 +135,28 @@ def wrap(tx, obj, source: Source | None) -> Value:
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
         elif type(value) is UserFunctionValue and not obj.__dict__:
             _guard_function_by_parts(guards, obj, source)
+        elif _is_stateless_module(obj):
+            # a loss or activation module (often made in forward and carried
+            # across a break): what a call reads from it is guarded attribute
+            # by attribute, like any object's; it owns no tensors to pin
+            guards.add(Guard("TYPE_MATCH", source, type(obj)))
+            for dict_name in _MODULE_STATE_DICTS:
+                guards.add(Guard("DICT_KEYS", AttrSource(source, dict_name), tuple(obj.__dict__[dict_name])))
         else:
             guards.add(Guard("ID_MATCH", source, obj))
     return value
+
+
+_MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _is_stateless_module(obj) -> bool:
+    """An ``nn.Module`` without parameters, buffers or submodules (slots left
+    ``None``, such as ``CrossEntropyLoss().weight``, are no state)."""
+    if not isinstance(obj, torch.nn.Module):
+        return False
+    dicts = [obj.__dict__.get(d) for d in _MODULE_STATE_DICTS]
+    return all(type(d) is dict and all(v is None for v in d.values()) for d in dicts)
 
 
 def _guard_function_by_parts(guards, fn: types.FunctionType, source: Source) -> None:
