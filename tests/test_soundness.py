@@ -528,3 +528,72 @@ def test_internal_unsupported_raises_under_raise_on_error(monkeypatch):
     monkeypatch.setattr(compiler, "Trace", lambda *a, **k: types.SimpleNamespace(run=broken))
     with pytest.raises(InternalError):
         bytegraph.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+
+
+# ---------------------------------------------------------------------------
+# found by an adversarial pass: metadata under dynamic shapes, functionalizing backends
+
+
+def test_stride_and_storage_metadata_under_dynamic_shapes():
+    fns = [lambda x: x * x.stride()[1], lambda x: (x + 1, x.stride()), lambda x: x * x.stride(0),
+           lambda x: x * x.nbytes, lambda x: x[1:] * x[1:].storage_offset()]
+    for fn in fns:
+        bytegraph.reset()
+        compiled = bytegraph.compile(fn, backend="eager", dynamic=True)
+        for shape, transpose in (((6, 5), True), ((4, 3), False), ((5, 3), False), ((7, 5), True)):
+            x = torch.randn(*shape)
+            x = x.t() if transpose else x
+            out = compiled(x)
+            assert_tree_equal(out, fn(x))
+            if isinstance(out, tuple):
+                assert all(type(s) is int for s in out[1])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_inplace_metadata_changes_of_inputs(backend):
+    def squeeze(x):
+        x.squeeze_(0)
+        return x.sum(0)
+
+    def unsqueeze(x):
+        x.unsqueeze_(0)
+        return x.shape
+
+    def grad_on(x):
+        x.requires_grad_(True)
+        return x * 2
+
+    def transpose(x):
+        x.t_()
+        return x + 1
+    for fn, make in ((squeeze, lambda: torch.ones(1, 2, 3)), (unsqueeze, lambda: torch.ones(5, 3)),
+                     (grad_on, lambda: torch.ones(3)), (transpose, lambda: torch.randn(2, 3))):
+        bytegraph.reset()
+        compiled = bytegraph.compile(fn, backend=backend)
+        for _ in range(2):
+            torch.manual_seed(0)
+            a = make()
+            torch.manual_seed(0)
+            b = make()
+            assert_tree_equal(compiled(b), fn(a))
+            assert a.shape == b.shape and a.stride() == b.stride() and a.requires_grad == b.requires_grad
+
+
+def test_functionalizing_backend_and_overlapping_inputs():
+    def f(a, b):
+        a.add_(1)
+        return b * 2
+
+    def overlapping():
+        base = torch.zeros(3, 4)
+        return base, base[1:]
+
+    def separate():
+        return torch.zeros(3, 4), torch.zeros(2, 4)
+    for order in ((separate, overlapping), (overlapping, separate)):
+        bytegraph.reset()
+        compiled = bytegraph.compile(f, backend="aot_eager")
+        for make in order + order:
+            eager_in, comp_in = make(), make()
+            assert_tree_equal(compiled(*comp_in), f(*eager_in))
+            assert_tree_equal(comp_in, eager_in)

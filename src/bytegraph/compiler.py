@@ -22,7 +22,7 @@ from .breaks import BreakEmitter, BreakPlan, plan_break
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
-from .guards import CompiledGuard, Guard, compile_guards
+from .guards import CompiledGuard, Guard, _storages_disjoint, compile_guards
 from .tracer import Trace
 
 
@@ -118,6 +118,8 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     cg.prologue()
     graphs = []
     if has_graph:
+        if backend_name != "eager":
+            _guard_disjoint_storage(trace)
         gm = graph.finish([t.node for t in tensors])
         example_inputs = graph.example_inputs()
         if ENABLED["graph"]:
@@ -225,6 +227,22 @@ def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
                         kind=e.kind, hint=e.hint)
     moved.location, moved.frame, moved.index, moved.step = ctx.location, ctx.frame, ctx.index, ctx.step
     return moved
+
+
+def _guard_disjoint_storage(trace: Trace) -> None:
+    """A graph that writes to an input, compiled by a backend that
+    functionalizes it (aot_eager, inductor), is only right for inputs that
+    share memory exactly as at trace time: the writes are replayed onto
+    each input separately.  Inputs that overlapped then run the frame
+    natively; inputs that did not are guarded to stay apart.
+    """
+    tensors = [inp for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
+    if len(tensors) < 2 or not any(inp.mutated() for inp in tensors):
+        return
+    if not _storages_disjoint(*[inp.example for inp in tensors]):
+        raise Unsupported("the graph writes to inputs that share memory", kind="unsupported_input",
+                          hint="the frame runs eagerly; pass separate tensors to compile it")
+    trace.guards.add(Guard("NO_STORAGE_OVERLAP", tensors[0].source, None, tuple(t.source for t in tensors[1:])))
 
 
 def _guard_distinct_inputs(trace: Trace) -> None:

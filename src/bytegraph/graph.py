@@ -24,13 +24,21 @@ from .sources import Source
 class GraphInput:
     """A placeholder and where its real value comes from at run time."""
 
-    __slots__ = ("node", "source", "example", "fake")
+    __slots__ = ("node", "source", "example", "fake", "version")
 
     def __init__(self, node: fx.Node, source: Source, example: torch.Tensor, fake):
         self.node = node
         self.source = source
         self.example = example
         self.fake = fake
+        #: the fake's version counter when lifted (None: no counter, e.g. an inference tensor)
+        self.version = fake._version if isinstance(fake, torch.Tensor) and not fake.is_inference() else None
+
+    def mutated(self) -> bool:
+        """Whether the graph writes to this input (or through a view of it)."""
+        if not isinstance(self.fake, torch.Tensor):
+            return False
+        return self.version is None or self.fake._version != self.version
 
 
 class OutputGraph:

@@ -48,6 +48,7 @@ _PRIORITY = {
     "TENSOR_MATCH": 5,
     "NO_ALIASING": 6,
     "ALIAS": 6,
+    "NO_STORAGE_OVERLAP": 6,
     "NOT_IN_GLOBALS": 7,
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
@@ -133,6 +134,8 @@ class Guard:
             return ", ".join(s.name() for s in (self.source,) + self.others) + " are distinct objects"
         if k == "NOT_IN_GLOBALS":
             return f"global {e!r} not defined (builtin {e!r} used)"
+        if k == "NO_STORAGE_OVERLAP":
+            return ", ".join(s.name() for s in (self.source,) + self.others) + " share no memory"
         if k in _STATE_QUERIES:
             return f"{_STATE_QUERIES[k][0]} == {e}"
         if k == "AUTOCAST":
@@ -341,6 +344,26 @@ def _argument_source(source) -> bool:
     while isinstance(source, ItemSource):
         source = source.base
     return isinstance(source, LocalSource)
+
+
+def _storages_disjoint(*tensors) -> bool:
+    """No two of ``tensors`` use the same storage (empty storages never collide).
+
+    Example::
+
+        >>> import torch
+        >>> a = torch.ones(4)
+        >>> _storages_disjoint(a, torch.ones(4)), _storages_disjoint(a, a[1:])
+        (True, False)
+    """
+    seen = set()
+    for t in tensors:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr:
+            if ptr in seen:
+                return False
+            seen.add(ptr)
+    return True
 
 
 def _float_bits(x: float) -> int:
@@ -617,6 +640,12 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
+    if k == "NO_STORAGE_OVERLAP":
+        exprs = [e] + [expr_of(s, setup) for s in g.others]
+        return f"{bind(_storages_disjoint)}({', '.join(exprs)})"
+    if k == "NO_STORAGE_OVERLAP":
+        exprs = [e] + [expr_of(s, setup) for s in g.others]
+        return f"{bind(_storages_disjoint)}({', '.join(exprs)})"
     if k == "NO_ALIASING":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         if native is not None:

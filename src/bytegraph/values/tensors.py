@@ -96,8 +96,11 @@ class TensorValue(Value):
         fake = self.fake
         if name == "shape" and is_symbolic(fake.shape):
             return SizeValue([sym_size(tx, self, d) for d in range(fake.dim())])
+        if name == "nbytes" and is_symbolic(fake.shape):
+            from .operators import binary_op
+            return binary_op(tx, operator.mul, self.call_method(tx, "numel", [], {}), const(fake.itemsize))
         if name in _METADATA_ATTRS:
-            return const(getattr(fake, name))
+            return const(_specialized(getattr(fake, name)))
         if name in ("T", "mT", "H", "mH", "real", "imag"):
             return graph_call(tx, "call_function", getattr, [self, const(name)], {})
         if name == "grad" or name == "data":
@@ -168,6 +171,25 @@ _UNSUPPORTED_METHODS = {
 }
 
 
+def _specialized(out):
+    """``out`` with every symbolic number replaced by its value at trace time.
+
+    Metadata such as ``x.stride()`` or ``x.storage_offset()`` of a tensor with
+    symbolic sizes holds SymInts; as Python constants they must be real
+    numbers, and asking for each value records the shape guard that keeps
+    it valid (so the entry is only reused where the number is the same).
+    """
+    if isinstance(out, torch.SymInt):
+        return int(out)
+    if isinstance(out, torch.SymBool):
+        return bool(out)
+    if isinstance(out, torch.SymFloat):
+        return float(out)
+    if isinstance(out, (tuple, list)) and any(isinstance(o, SYM_TYPES) for o in out):
+        return type(out)(_specialized(o) for o in out)
+    return out
+
+
 class TensorMethodValue(Value):
     """A bound tensor method (``x.add``), called later."""
 
@@ -207,7 +229,7 @@ class TensorMethodValue(Value):
                                                       **{k: v.as_constant() for k, v in kwargs.items()})
             except (IndexError, TypeError, RuntimeError) as e:
                 tx.raise_python_exception(e)
-            return const(out)
+            return const(_specialized(out))
         if name == "register_hook" and len(args) == 1 and not kwargs:
             if self.tensor.source is None:
                 raise Unsupported("register_hook() on a tensor computed inside the graph",
@@ -375,6 +397,14 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
 
         out = graph_call(tx, "call_function", torch.add, [a, b], {})
     """
+    if _target_name(target) in _INPUT_METADATA_MUTATIONS and args and isinstance(args[0], TensorValue) \
+            and args[0].source is not None:
+        # A backend that functionalizes (aot_eager, inductor) compiles for the
+        # inputs' metadata at trace time and would not apply this change to
+        # the caller's tensor: the op runs natively between graphs.
+        raise Unsupported(f"{_target_name(target)}() changes the shape, strides or requires_grad of an input "
+                          "in place", kind="input_metadata_mutation",
+                          hint="apply it to a copy, or outside the compiled function")
     node_args = tuple(_to_node(tx, a) for a in args)
     node_kwargs = {k: _to_node(tx, v) for k, v in kwargs.items()}
     if not _has_tensor(args, kwargs) and kind == "call_method":
@@ -419,6 +449,13 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     if mutated:
         node.meta["impure"] = True
     return wrap_graph_result(tx, node, out)
+
+
+#: in-place ops that change a tensor's metadata rather than (only) its values
+_INPUT_METADATA_MUTATIONS = frozenset({
+    "squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_", "resize_as_",
+    "as_strided_", "set_", "requires_grad_", "detach_", "share_memory_",
+})
 
 
 def _versions(fake_args, fake_kwargs) -> list:
