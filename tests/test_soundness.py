@@ -252,6 +252,19 @@ def test_global_torch_state_is_guarded():
     assert any("matmul_precision" in g for g in report.guards)
 
 
+def test_default_device_is_guarded():
+    def f(x):
+        return torch.ones(2) + x.to(torch.ones(1).device)
+    compiled = bytegraph.compile(f, backend="eager")
+    assert compiled(torch.ones(2)).device.type == "cpu"
+    try:
+        torch.set_default_device("meta")
+        assert compiled(torch.ones(2)).device.type == "meta"
+    finally:
+        torch.set_default_device(None)
+    assert compiled(torch.ones(2)).device.type == "cpu"
+
+
 @pytest.fixture
 def other_module():
     mod = types.ModuleType("bg_other_mod")

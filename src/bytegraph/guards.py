@@ -58,6 +58,7 @@ _PRIORITY = {
     "DETERMINISTIC_WARN_ONLY": 8,
     "MATMUL_PRECISION": 8,
     "DEFAULT_DEVICE": 8,
+    "TORCH_FUNCTION_MODES": 8,
     "FN_DEFAULTS": 8,
     "AUTOCAST_DEFAULTS": 8,
     "SHAPE_ENV": 9,
@@ -138,6 +139,8 @@ class Guard:
             return ", ".join(s.name() for s in (self.source,) + self.others) + " share no memory"
         if k in _STATE_QUERIES:
             return f"{_STATE_QUERIES[k][0]} == {e}"
+        if k == "DEFAULT_DEVICE":
+            return f"{_DEFAULT_DEVICE[0]} == {e}"
         if k == "AUTOCAST":
             return "autocast off on every device" if e is None else f"autocast (device, dtype)s and cache == {e}"
         if k == "FN_DEFAULTS":
@@ -162,9 +165,13 @@ _STATE_QUERIES = {
     "DETERMINISTIC_WARN_ONLY": ("torch.is_deterministic_algorithms_warn_only_enabled()",
                                 torch.is_deterministic_algorithms_warn_only_enabled),
     "MATMUL_PRECISION": ("torch.get_float32_matmul_precision()", torch.get_float32_matmul_precision),
-    # the device of tensors the graph creates (torch.ones(2) without device=)
-    "DEFAULT_DEVICE": ("torch.get_default_device()", torch.get_default_device),
+    # torch-function modes change what every torch call means; one of them is
+    # torch.set_default_device (the device of torch.ones(2) without device=)
+    "TORCH_FUNCTION_MODES": ("torch._C._len_torch_function_stack()", torch._C._len_torch_function_stack),
 }
+
+#: checked only when a torch-function mode was active at trace time (3 µs a query)
+_DEFAULT_DEVICE = ("torch.get_default_device()", torch.get_default_device)
 
 
 def global_state_guards() -> List["Guard"]:
@@ -174,9 +181,12 @@ def global_state_guards() -> List["Guard"]:
     Example::
 
         >>> sorted(g.kind for g in global_state_guards())[:2]
-        ['DEFAULT_DEVICE', 'DEFAULT_DTYPE']
+        ['DEFAULT_DTYPE', 'DETERMINISTIC']
     """
-    return [Guard(kind, None, query()) for kind, (_, query) in _STATE_QUERIES.items() if kind != "GRAD_MODE"]
+    out = [Guard(kind, None, query()) for kind, (_, query) in _STATE_QUERIES.items() if kind != "GRAD_MODE"]
+    if torch._C._len_torch_function_stack():
+        out.append(Guard("DEFAULT_DEVICE", None, torch.get_default_device()))
+    return out
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -588,6 +598,8 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         if isinstance(e, bool):
             return f"{bind(_STATE_QUERIES[k][1])}() is {e}"
         return f"{bind(_STATE_QUERIES[k][1])}() == {bind(e)}"
+    if k == "DEFAULT_DEVICE":
+        return f"{bind(_DEFAULT_DEVICE[1])}() == {bind(g.expected)}"
     if k == "AUTOCAST":
         return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
     if k == "FN_DEFAULTS":
