@@ -122,14 +122,17 @@ def test_buffer_mutation_and_batchnorm_training():
     assert int(comp_bn.num_batches_tracked) == 3
 
 
-def test_outputs_alias_like_eager():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_outputs_alias_like_eager(backend):
     def f(x):
         y = x * 2
         return x, y, y, y.view(-1), x[0]
-    out, _ = assert_same(f, torch.randn(2, 3))
+    out, _ = assert_same(f, torch.randn(2, 3), backend=backend)
     assert out[1] is out[2]
     out[1].add_(1)
     assert torch.equal(out[3], out[1].view(-1))
+    out[4].fill_(7)   # a view of the input, as in eager
+    assert torch.equal(out[0][0], torch.full((3,), 7.0))
 
 
 # ---------------------------------------------------------------------------
