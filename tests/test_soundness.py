@@ -616,3 +616,68 @@ def test_functionalizing_backend_and_overlapping_inputs():
             eager_in, comp_in = make(), make()
             assert_tree_equal(compiled(*comp_in), f(*eager_in))
             assert_tree_equal(comp_in, eager_in)
+
+
+# ---------------------------------------------------------------------------
+# found on Hugging Face models (bart family, t5, bloom)
+
+
+class _Cache:
+    def __init__(self, data=None, config=None):
+        print("", end="")   # a graph break inside the constructor
+        self.data, self.config = data, config
+
+
+def _make_cache(x):
+    return _Cache(config="cfg"), x + 1
+
+
+def test_keyword_call_split_by_a_break_in_the_callee():
+    def f(x):
+        cache, y = _make_cache(x * 2)
+        return y, cache.config, cache.data
+    assert_same(f, torch.ones(2), graphs=None, breaks=None)
+
+
+def test_number_plus_equals_tensor():
+    def f(x):
+        buckets = 0
+        buckets += (x > 0).long() * 4
+        n = 2
+        n *= x
+        return buckets, n
+    assert_same(f, torch.randn(4))
+
+
+def test_ops_needing_the_python_dispatcher_under_dynamic_shapes():
+    def f(alibi, q, k):
+        return alibi.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=0.25)
+    compiled, be = compile_counting(f)
+    for n in (8, 11, 16):
+        args = torch.randn(8, 1, n), torch.randn(8, n, 16), torch.randn(8, 16, n)
+        assert_tree_equal(compiled(*args), f(*args))
+    assert bytegraph.stats().eager_fallbacks == 0 and be.count == 2
+
+
+def test_pybind_builtin_is_a_function_not_a_bound_method():
+    def f(x):
+        return x * 2 if not torch._C._are_functorch_transforms_active() else x
+    for _ in range(2):
+        assert_same(f, torch.ones(2), graphs=None, breaks=None)
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_autograd_function_apply():
+    def f(x):
+        return _Twice.apply(x + 1)
+    out, _ = assert_same(f, torch.ones(2, requires_grad=True), graphs=None, breaks=None)
+    out.sum().backward()

@@ -25,7 +25,7 @@ from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
 from .errors import BreakRecord, Unsupported
-from .resume import (Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
+from .resume import (SUPER_SELF_ARG, Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
                      resume_code)
 from .values.base import NullValue, Value
 from .values.cells import CellValue
@@ -150,7 +150,7 @@ class BreakEmitter:
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
-            return [FrameState(f, f.ip, list(f.stack)) for f in self.frames]
+            return [FrameState(f, _resume_index(f), list(f.stack)) for f in self.frames]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -203,8 +203,12 @@ class BreakEmitter:
         cg = self.cg
         cg.push_callable(self.runner_for(code))
         self.make_function(frame, code)
+        extra = 0
+        if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
+            cg.reconstruct(_first_local(frame))
+            extra = 1
         argc = args_emit()
-        cg.call(1 + argc)
+        cg.call(1 + extra + argc)
 
     def save_native_stack(self, null_mask) -> List[str]:
         """Pop the native stack into temporaries; NULL slots get a dummy."""
@@ -447,6 +451,37 @@ class BreakEmitter:
             else:
                 result_temp = cg.new_temp()
                 cg.emit("STORE_FAST", result_temp)
+
+
+def _first_local(frame) -> Value:
+    """The value of ``frame``'s first argument now (what ``super()`` would use)."""
+    from .values.base import UnrealizedLocal
+    from .values.cells import EMPTY, UNREAD
+    name = frame.code.co_varnames[0]
+    value = frame.locals.get(name)
+    if value is None and name in frame.unrealized:
+        return UnrealizedLocal(frame, name)
+    if isinstance(value, CellValue):
+        value = value.contents if value.contents not in (EMPTY, UNREAD) else None
+    if value is None or isinstance(value, NullValue):
+        raise Unsupported("super() in code whose first argument is unbound or in a cell", kind="internal")
+    return value
+
+
+def _resume_index(frame) -> int:
+    """Where a frame stopped at a call resumes natively.
+
+    A keyword call's ``KW_NAMES`` ran in the trace already; resuming at the
+    call itself would lose the names (``Cache(config=c)`` called as
+    ``Cache(c)``).  The names instruction leaves the stack as it is, so the
+    continuation starts there instead.
+    """
+    if not frame.kw_names:
+        return frame.ip
+    for j in range(frame.ip - 1, max(frame.ip - 3, -1), -1):
+        if frame.instrs[j].opname == "KW_NAMES":
+            return j
+    raise Unsupported("a keyword call whose KW_NAMES instruction was not found", kind="internal")
 
 
 _NO_FALLTHROUGH = ("JUMP", "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE")

@@ -83,6 +83,24 @@ def plain_locals(code: types.CodeType) -> List[str]:
     return [n for n in code.co_varnames if n not in cells and not n.startswith("___bg_")]
 
 
+#: the leading parameter of generated code whose base uses zero-argument super()
+SUPER_SELF_ARG = "___bg_self"
+
+
+def uses_zero_arg_super(code: types.CodeType) -> bool:
+    """``code`` may call ``super()`` without arguments (which reads its first local).
+
+    Example::
+
+        >>> class A:
+        ...     def f(self):
+        ...         return super().__repr__()
+        >>> uses_zero_arg_super(A.f.__code__), uses_zero_arg_super((lambda: 0).__code__)
+        (True, False)
+    """
+    return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount > 0
+
+
 class _Builder:
     """Shared mechanics: copy the base, add a prologue, assemble."""
 
@@ -100,6 +118,9 @@ class _Builder:
         self.epilogue: list = []
         self.params: List[str] = []
         self.state_start = self.state_end = None
+        #: zero-argument super() reads the frame's first local: a generated
+        #: function of such code takes the original first argument first
+        self.super_self = uses_zero_arg_super(base)
 
     def emit(self, opname, argval=None, *, arg=None, target=None, into=None):
         ins = instr(opname, argval, arg=arg, target=target, positions=self.positions)
@@ -149,13 +170,14 @@ class _Builder:
     def assemble(self, name: str, origin_kind: str, loop_exits=()) -> types.CodeType:
         base = self.base
         cells = cell_names(base)
-        varnames = list(self.params) + [n for n in base.co_varnames if n not in cells and n not in self.params]
+        params = ([SUPER_SELF_ARG] if self.super_self else []) + list(self.params)
+        varnames = params + [n for n in base.co_varnames if n not in cells and n not in params]
         flags = base.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
         if cells:
             flags |= inspect.CO_NESTED
         code = assemble(self.prologue + self.body + self.epilogue, base,
                         co_varnames=tuple(varnames), co_cellvars=(), co_freevars=cells,
-                        co_argcount=len(self.params), co_posonlyargcount=0, co_kwonlyargcount=0,
+                        co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=flags, co_name=name, co_qualname=f"{base.co_qualname}.<{name}>")
         block = (self.state_start, self.state_end) if self.state_start is not None else None
         _ORIGINS[code] = Origin(base, len(self.prologue), origin_kind, tuple(loop_exits), block)

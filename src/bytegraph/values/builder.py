@@ -116,7 +116,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         tx.guards.add(Guard("ID_MATCH", source, obj))
         return EnvironValue(source)
     if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
-            and obj.__self__ is not None and builtin_handler_for(obj) is None:
+            and obj.__self__ is not None and builtin_handler_for(obj) is None and _is_bound_method_of(obj):
         return _wrap_bound_builtin(tx, obj, source)
     if t is functools.partial and source is not None:
         return _wrap_partial(tx, obj, source)
@@ -254,6 +254,15 @@ def wrap_callable_or_object(tx, obj, source):
 def builtin_handler_for(obj):
     from .builtins_table import builtin_handler
     return builtin_handler(obj)
+
+
+def _is_bound_method_of(obj) -> bool:
+    """``obj`` is ``receiver.name`` for its ``__self__`` (a pybind11 function's
+    ``__self__`` is its function record, not a receiver)."""
+    try:
+        return getattr(obj.__self__, obj.__name__) == obj
+    except Exception:
+        return False
 
 
 def _wrap_bound_builtin(tx, obj, source):

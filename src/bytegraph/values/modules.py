@@ -145,23 +145,40 @@ class SuperValue(Value):
         return super
 
     def get_attr(self, tx, name):
-        mro = self.receiver.python_type().__mro__
+        receiver_cls = self.receiver.python_type()
+        on_class = False
+        if self.receiver.is_constant():
+            obj = self.receiver.as_constant()
+            if isinstance(obj, type) and issubclass(obj, self.cls):
+                # super() inside a classmethod: the receiver is the class itself
+                receiver_cls, on_class = obj, True
+        mro = receiver_cls.__mro__
+        if self.cls not in mro:
+            raise Unsupported(f"super({self.cls.__qualname__}, <{receiver_cls.__qualname__}>)",
+                              kind="unsupported_attribute")
         start = mro.index(self.cls) + 1
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
                 if isinstance(attr, types.FunctionType):
+                    if on_class:
+                        return tx.wrap(attr, src)
                     return BoundMethodValue(tx.wrap(attr, src), self.receiver)
                 if isinstance(attr, classmethod):
-                    return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")),
-                                            tx.wrap(self.receiver.python_type(), None))
+                    owner = self.receiver if on_class else tx.wrap(receiver_cls, None)
+                    return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")), owner)
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
                 if isinstance(attr, property):
                     return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self.receiver], {})
                 if callable(attr) and getattr(attr, "__objclass__", None) is object:
                     return _ObjectSlot(name, self.receiver)
+                if on_class and type(attr).__name__ == "classmethod_descriptor":
+                    # a C classmethod (``torch._C._FunctionBase.apply``) bound to
+                    # the class: a constant of the trace, called natively
+                    from .builder import wrap_callable_or_object
+                    return wrap_callable_or_object(tx, attr.__get__(None, receiver_cls), None)
                 if getattr(attr, "__objclass__", None) is dict and name in _DICT_READS and \
                         isinstance(self.receiver, UserObjectValue) and self.receiver.source is not None:
                     return _MappingRead(self.receiver.source, self.receiver.obj, name, dict)

@@ -78,8 +78,12 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         return graph_call(tx, "call_function", _INPLACE_TO_PLAIN.get(fn, fn), [a, b], {})
     if isinstance(a, TensorValue) and fn in _TENSOR_INPLACE_METHODS:
         return graph_call(tx, "call_method", _TENSOR_INPLACE_METHODS[fn], [a, b], {})
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+    if isinstance(a, TensorValue):
         return graph_call(tx, "call_function", fn, [a, b], {})
+    if isinstance(b, TensorValue) and (a.is_constant() or _graph_value(a)):
+        # ``n += t`` with a number on the left: numbers have no in-place
+        # operators, so Python computes ``n + t`` (t.__radd__)
+        return graph_call(tx, "call_function", _INPLACE_TO_PLAIN.get(fn, fn), [a, b], {})
     if a.is_constant() and b.is_constant() and not isinstance(a, RangeValue) and not isinstance(b, RangeValue):
         return _fold(tx, fn, a, b)
     plain = _INPLACE_TO_PLAIN.get(fn, fn)

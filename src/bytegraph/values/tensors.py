@@ -22,6 +22,8 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from torch._dispatch.python import enable_python_dispatcher
+
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource
@@ -418,7 +420,9 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     # writes through views all bump it; such a node must never be pruned.
     versions = _versions(fake_args, fake_kwargs)
     try:
-        with graph.fake_mode:
+        # the Python dispatcher: decompositions that handle symbolic sizes
+        # (meta kernels in C++ often insist on concrete ones)
+        with graph.fake_mode, enable_python_dispatcher():
             if kind == "call_method":
                 out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
@@ -431,6 +435,9 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     except Unsupported:
         raise
     except Exception as e:  # the user's own error (shape mismatch, bad argument): Python would raise it too
+        if _is_fake_tensor_limit(e):
+            raise Unsupported(f"{_target_name(target)} cannot be run on fake tensors with symbolic sizes ({e})",
+                              kind="fake_tensor_limit", hint="the operation runs natively between graphs")
         tx.raise_python_exception(e)
     # inference tensors keep no version counter: any op on one may have written it
     mutated = any(v is None or t._version != v for t, v in versions)
@@ -456,6 +463,19 @@ _INPUT_METADATA_MUTATIONS = frozenset({
     "squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_", "resize_as_",
     "as_strided_", "set_", "requires_grad_", "detach_", "share_memory_",
 })
+
+
+def _is_fake_tensor_limit(e: Exception) -> bool:
+    """An error of the fake-tensor machinery rather than of the program: the
+    op needs concrete sizes, or guards on data it cannot see."""
+    if isinstance(e, NotImplementedError):
+        return True
+    text = str(e)
+    return any(marker in text for marker in _FAKE_LIMIT_MARKERS)
+
+
+_FAKE_LIMIT_MARKERS = ("SymInt", "SymFloat", "SymBool", "symbolic", "concrete integers", "data-dependent",
+                       "unbacked", "FakeTensor", "fake tensor", "meta tensor", "Meta tensor")
 
 
 def _versions(fake_args, fake_kwargs) -> list:
