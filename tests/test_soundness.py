@@ -681,3 +681,91 @@ def test_autograd_function_apply():
         return _Twice.apply(x + 1)
     out, _ = assert_same(f, torch.ones(2, requires_grad=True), graphs=None, breaks=None)
     out.sum().backward()
+
+
+# ---------------------------------------------------------------------------
+# found with PyTorch's own Dynamo unit tests
+
+
+class _Plain:
+    pass
+
+
+class _Descriptor:
+    def __get__(self, obj, objtype=None):
+        return 0 if obj is None else obj.v
+
+
+class _WithDescriptor:
+    d = _Descriptor()
+
+    def __init__(self):
+        self.v = 0
+
+
+def test_objects_made_in_the_trace_are_distinct():
+    def f(x):
+        a, b = _Plain(), _Plain()
+        return x + 1, a is b, a == b, _Plain() is _Plain, a is a
+    assert_same(f, torch.ones(1), graphs=None, breaks=None)
+
+
+def test_callable_of_instances():
+    def f(x, arg):
+        return x * 2 if callable(arg) else x + 1
+    for arg in (_Plain(), object(), len, _Plain, lambda: 0):
+        assert_same(f, torch.zeros(1), arg, graphs=None)
+
+
+def test_dict_of_a_mapping_reads_keys_and_items():
+    import collections.abc
+
+    class Mapping(collections.abc.Mapping):
+        def __init__(self):
+            self.data = {"ab": 1, "cd": 2}
+
+        def __getitem__(self, key):
+            return self.data[key]
+
+        def __iter__(self):
+            return iter(self.data)
+
+        def __len__(self):
+            return len(self.data)
+    m = Mapping()
+
+    def f(x):
+        return x + 1, dict(m)
+    assert_same(f, torch.ones(1), graphs=None)
+
+
+def test_python_descriptor_sees_writes_made_earlier_in_the_call():
+    def f(x, o):
+        o.v = 5
+        return x + o.d
+    compiled = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        assert_tree_equal(compiled(torch.zeros(1), _WithDescriptor()), torch.full((1,), 5.0))
+
+
+def test_break_raised_after_an_inlined_predicate_ran():
+    def f(inputs):
+        out = inputs[0]
+        for inp in filter(lambda t: t[0] == 1, inputs):
+            out = out * inp
+        return out
+    assert_same(f, [torch.ones(2), torch.arange(2.0), torch.ones(2) * 3], graphs=None, breaks=None)
+
+
+def test_torch_predicates_with_keyword_input():
+    def f(x):
+        return torch.is_floating_point(input=x + 1), torch.is_complex(input=x)
+    assert_same(f, torch.ones(1), graphs=None)
+
+
+def test_locals_with_non_identifier_names_cross_a_break():
+    src = "def f(x):\n    y = x * 2\n    print('', end='')\n    return y + 1\n"
+    code = compile(src, "<tool>", "exec").co_consts[0]
+    code = code.replace(co_varnames=tuple("@y" if n == "y" else n for n in code.co_varnames))
+    fn = types.FunctionType(code, {"print": print})
+    assert_same(fn, torch.ones(2), graphs=None, breaks=None)

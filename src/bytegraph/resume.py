@@ -101,6 +101,26 @@ def uses_zero_arg_super(code: types.CodeType) -> bool:
     return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount > 0
 
 
+def _identifier_params(params: List[str], instrs) -> List[str]:
+    """Parameters renamed where a local's name is not an identifier.
+
+    Tools give locals such names (pytest's assertion rewriting makes
+    ``@py_assert1``); a local is fine, but a parameter must be an identifier
+    for ``inspect.signature`` and the generated guard.  The instructions that
+    use a renamed local are rewritten with it.
+    """
+    renamed = {p: f"___bg_p{i}" for i, p in enumerate(params) if not p.isidentifier()}
+    if not renamed:
+        return params
+    for ins in instrs:
+        if ins.opname in _FAST_OPS and ins.argval in renamed:
+            ins.argval = renamed[ins.argval]
+    return [renamed.get(p, p) for p in params]
+
+
+_FAST_OPS = frozenset({"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"})
+
+
 class _Builder:
     """Shared mechanics: copy the base, add a prologue, assemble."""
 
@@ -171,11 +191,13 @@ class _Builder:
         base = self.base
         cells = cell_names(base)
         params = ([SUPER_SELF_ARG] if self.super_self else []) + list(self.params)
+        instrs = self.prologue + self.body + self.epilogue
+        params = _identifier_params(params, instrs)
         varnames = params + [n for n in base.co_varnames if n not in cells and n not in params]
         flags = base.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
         if cells:
             flags |= inspect.CO_NESTED
-        code = assemble(self.prologue + self.body + self.epilogue, base,
+        code = assemble(instrs, base,
                         co_varnames=tuple(varnames), co_cellvars=(), co_freevars=cells,
                         co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=flags, co_name=name, co_qualname=f"{base.co_qualname}.<{name}>")

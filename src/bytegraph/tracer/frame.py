@@ -223,7 +223,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                     exc.location = self.location()
                     exc.frame = self
                     exc.index = ip
-                    exc.step = trace.steps - 1
+                    # the step this instruction started at: a handler may have
+                    # run inlined frames (a key function, a filter predicate)
+                    # before it failed, and the retrace must stop before it
+                    exc.step = self.step
                 raise
         return self.return_value
 

@@ -36,6 +36,12 @@ class Value:
         """True if this value is a known Python constant (``as_constant`` works)."""
         return False
 
+    def real_object(self):
+        """``(obj,)`` when this value stands for one known real object (``is``
+        and ``id()`` compare it), ``None`` for objects made in the trace or
+        known only by their type.  Kinds that wrap a real object override it."""
+        return (self.as_constant(),) if self.is_constant() else None
+
     def as_constant(self):
         raise Unsupported(f"{self} is not a Python constant", kind="not_constant")
 

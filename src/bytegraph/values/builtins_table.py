@@ -233,7 +233,11 @@ def _callable(tx, args, kwargs):
         return const(True)
     if isinstance(v, (TensorValue, BaseListValue, DictValue, SetValue)):
         return const(False)
-    return const(callable(v.python_type()) and hasattr(v.python_type(), "__call__"))
+    real = v.real_object()
+    if real is not None:
+        return const(callable(real[0]))
+    # Python asks the type: an instance is callable when its class defines __call__
+    return const(any("__call__" in klass.__dict__ for klass in v.python_type().__mro__))
 
 
 def _type(tx, args, kwargs):

@@ -305,6 +305,14 @@ _LIST_METHODS = {
 }
 
 
+def _has_keys(v: Value) -> bool:
+    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping (it has ``keys``)."""
+    try:
+        return hasattr(v.python_type(), "keys")
+    except NotImplementedError:
+        return False
+
+
 class DictValue(Value):
     """A dict (also ``OrderedDict``/``defaultdict`` instances, by ``cls``).
 
@@ -401,6 +409,11 @@ class DictValue(Value):
                 if isinstance(other, DictValue):
                     for hk, (k, v) in other.entries.items():
                         self._set(hk, k, v)
+                elif _has_keys(other):
+                    # a mapping: Python reads other.keys() and other[key], never pairs
+                    from .operators import getitem
+                    for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
+                        self._set(key_of(k), k, getitem(tx, other, k))
                 else:
                     for pair in other.unpack(tx):
                         k, v = pair.unpack(tx)

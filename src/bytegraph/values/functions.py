@@ -95,6 +95,9 @@ class UserFunctionValue(Value):
         super().__init__(source)
         self.fn = fn
 
+    def real_object(self):
+        return (self.fn,)
+
     def python_type(self):
         return types.FunctionType
 
@@ -334,6 +337,9 @@ class BuiltinValue(Value):
         super().__init__(source)
         self.fn = fn
         self.handler = handler
+
+    def real_object(self):
+        return (self.fn,)
 
     def python_type(self):
         return type(self.fn)

@@ -10,7 +10,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import AttrSource
+from ..sources import AttrSource, ItemSource
 from .base import Value
 from .constants import NONE, ConstantValue, const
 
@@ -27,6 +27,9 @@ class PythonModuleValue(Value):
     def __init__(self, module: types.ModuleType, source=None):
         super().__init__(source)
         self.module = module
+
+    def real_object(self):
+        return (self.module,)
 
     def python_type(self):
         return types.ModuleType
@@ -87,6 +90,9 @@ class ClassValue(Value):
         super().__init__(source)
         self.cls = cls
 
+    def real_object(self):
+        return (self.cls,)
+
     def python_type(self):
         return type(self.cls)
 
@@ -140,6 +146,9 @@ class UserObjectValue(Value):
         super().__init__(source)
         self.obj = obj
         self.guard_set = guard_set
+
+    def real_object(self):
+        return (self.obj,)
 
     def python_type(self):
         return type(self.obj)
@@ -263,6 +272,15 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         return BoundMethodValue(fn, tx.wrap(cls, AttrSource(src, "__class__")))
     if class_attr is not None and not hasattr(type(class_attr), "__get__"):
         return tx.wrap(class_attr, AttrSource(src, name))
+    descriptor_get = getattr(type(class_attr), "__get__", None) if class_attr is not None else None
+    if isinstance(descriptor_get, types.FunctionType):
+        # a descriptor written in Python: run its __get__ in the trace, so it
+        # sees the object as the program has changed it so far
+        class_src = AttrSource(src, "__class__")
+        desc_src = ItemSource(AttrSource(class_src, "__dict__"), name)
+        desc = tx.wrap(class_attr, desc_src)
+        get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
+        return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
     if getattr(cls, "__getattr__", None) is not None and class_attr is None and \
             (inst_dict is None or name not in inst_dict):
         raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
@@ -418,6 +436,9 @@ class OpaqueValue(Value):
         self.why = why
         self.kind = kind
         self.hint = hint
+
+    def real_object(self):
+        return (self.obj,)
 
     def python_type(self):
         return type(self.obj)

@@ -171,21 +171,10 @@ def _guard_identity(v: Value) -> None:
 
 
 def _real(v: Value):
-    if isinstance(v, ConstantValue):
-        return (v.value,)
     if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
-        # one real container is one value (side-effect table): ``a is b`` already said it.
-        # (Their ``cls`` slot is the container's type, not the object.)
+        # one real container is one value (side-effect table): ``a is b`` already said it
         return None
-    for attr in ("fn", "obj", "cls", "module"):
-        if hasattr(type(v), attr) or attr in getattr(type(v), "__slots__", ()):
-            try:
-                return (getattr(v, attr),)
-            except AttributeError:
-                pass
-    if v.is_constant():
-        return (v.as_constant(),)
-    return None
+    return v.real_object()
 
 
 def compare(tx, op: str, a: Value, b: Value) -> Value:

@@ -287,6 +287,9 @@ class TorchFunctionValue(Value):
         super().__init__(source)
         self.fn = fn
 
+    def real_object(self):
+        return (self.fn,)
+
     def python_type(self):
         return type(self.fn)
 
@@ -307,6 +310,9 @@ class TorchFunctionValue(Value):
         fn = self.fn
         special = TORCH_SPECIAL.get(fn)
         if special is not None:
+            if not args and "input" in kwargs:  # torch.is_floating_point(input=x)
+                kwargs = dict(kwargs)
+                args = [kwargs.pop("input")]
             return special(tx, args, kwargs)
         if fn in _TORCH_SIDE_EFFECTS or _mutates_global_state(fn):
             raise Unsupported(f"call to {_fn_name(fn)}() (global side effect)", kind="unsupported_torch_function",
