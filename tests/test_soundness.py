@@ -769,3 +769,14 @@ def test_locals_with_non_identifier_names_cross_a_break():
     code = code.replace(co_varnames=tuple("@y" if n == "y" else n for n in code.co_varnames))
     fn = types.FunctionType(code, {"print": print})
     assert_same(fn, torch.ones(2), graphs=None, breaks=None)
+
+
+def test_python_numbers_from_symbolic_sizes():
+    def f(x):
+        h, w = int(x.shape[-2]), float(x.shape[-1])
+        return x.reshape(-1)[:h] * w, str(x.shape[0]), bool(x.shape[0] - 3), h
+    compiled = bytegraph.compile(f, backend="eager")
+    for n in (4, 5, 6, 3, 5):
+        x = torch.randn(n, n + 1)
+        assert_tree_equal(compiled(x), f(x))
+    assert bytegraph.stats().graph_breaks == 0

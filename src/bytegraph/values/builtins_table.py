@@ -29,6 +29,7 @@ from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue,
 from .objects import ClassValue, ExceptionValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
+from .symbolic import SymIntValue
 from .tensors import TensorValue, graph_call
 
 Handler = Callable[[object, List[Value], Dict[str, Value]], Value]
@@ -259,6 +260,16 @@ def _scalar_type(fn):
         if args and isinstance(args[0], TensorValue):
             raise Unsupported(f"{fn.__name__}() of a tensor reads its value", kind="data_dependent",
                               hint="keep the value as a tensor")
+        if len(args) == 1 and not kwargs and isinstance(args[0], SymIntValue):
+            sym = args[0]
+            if fn is int and sym.python_type() is int:
+                return sym   # int(n) of a symbolic int is n itself: it stays symbolic
+            if fn is float:
+                return graph_call(tx, "call_function", torch.sym_float, [sym], {})
+            if fn is int:
+                return graph_call(tx, "call_function", torch.sym_int, [sym], {})
+            # bool/str: the value itself, guarded by the shape environment
+            return const(fn(sym.as_constant()))
         if all_constant(args) and all_constant(kwargs.values()):
             try:
                 return const(fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
