@@ -8,6 +8,7 @@ full call (its hooks included) through one compiled frame.
 
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
 import torch
@@ -69,15 +70,15 @@ class CompiledModule(torch.nn.Module):
             self._orig_mod.training = mode
 
     # -- copies: of the original, with a cache of their own --------------------
-    def __deepcopy__(self, memo):
-        import copy
+    def _recompiled(self, module: torch.nn.Module) -> "CompiledModule":
         name, backend, fullgraph, dynamic = self._bg_options
-        return CompiledModule(copy.deepcopy(self._orig_mod, memo), name, backend, fullgraph, dynamic)
+        return CompiledModule(module, name, backend, fullgraph, dynamic)
+
+    def __deepcopy__(self, memo):
+        return self._recompiled(copy.deepcopy(self._orig_mod, memo))
 
     def __copy__(self):
-        name, backend, fullgraph, dynamic = self._bg_options
-        import copy
-        return CompiledModule(copy.copy(self._orig_mod), name, backend, fullgraph, dynamic)
+        return self._recompiled(copy.copy(self._orig_mod))
 
     def __reduce__(self):
         name, backend, fullgraph, dynamic = self._bg_options

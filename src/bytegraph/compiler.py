@@ -22,7 +22,7 @@ from .breaks import BreakEmitter, BreakPlan, plan_break
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
-from .guards import CompiledGuard, Guard, _storages_disjoint, compile_guards
+from .guards import CompiledGuard, Guard, storages_disjoint, compile_guards
 from .tracer import Trace
 
 
@@ -73,12 +73,14 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     pieces (or at all, with ``fullgraph``).
     """
     start = time.perf_counter()
+    # what the entry keeps of ``fn``: a generated function's cells belong to one call
+    kept = _without_call_closure(fn) if closure_param else fn
     plan: Optional[BreakPlan] = None
     trace = Trace(fn, policy)
     try:
         result = trace.run(args, kwargs)
     except UserException:
-        return _raising_entry(trace, fn, closure_param, start)
+        return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
@@ -88,7 +90,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         try:
             result = trace.run(args, kwargs)
         except UserException:
-            return _raising_entry(trace, fn, closure_param, start)
+            return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
         if trace.stopped_frame is None:
             raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
         STATS.graph_breaks += 1
@@ -110,9 +112,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     if not has_graph and plan is None and not config.force_transform:
         # Nothing for a backend: the original code does the same work (side
         # effects included) at no cost.  Keep the guards, run the original.
-        kept = _without_call_closure(fn) if closure_param else fn
-        guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
-        return CacheEntry(guard, kept, [], time.perf_counter() - start, transformed=False)
+        return _original_code_entry(trace, fn, kept, closure_param, start)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
     cg.prologue()
@@ -164,7 +164,6 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         buf = io.StringIO()
         dis.dis(code, file=buf)
         log("bytecode", "transformed bytecode of %s:\n%s", fn.__qualname__, buf.getvalue())
-    kept = _without_call_closure(fn) if closure_param else fn
     new_fn = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, kept.__closure__)
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
@@ -199,19 +198,20 @@ def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
         trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
 
 
-def _raising_entry(trace: Trace, fn, closure_param: bool, start: float) -> CacheEntry:
-    """The trace found that ``fn`` raises for these inputs.
+def _original_code_entry(trace: Trace, fn, kept, closure_param: bool, start: float,
+                         raises: bool = False) -> CacheEntry:
+    """An entry that runs the original code under the trace's guards.
 
-    The outcome is cached like any other: an entry with the trace's guards
-    that runs the original code, so the exception propagates exactly as in
-    Python (traceback included) and the next such call costs a guard check,
-    not a trace.
+    Used when there is nothing for a backend, and when the trace found that
+    ``fn`` raises for these inputs: that outcome is cached like any other, so
+    the exception propagates exactly as in Python (traceback included) and
+    the next such call costs a guard check, not a trace.
     """
-    _add_trace_wide_guards(trace, fn, closure_param)
-    kept = _without_call_closure(fn) if closure_param else fn
+    if raises:
+        _add_trace_wide_guards(trace, fn, closure_param)
     guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
     entry = CacheEntry(guard, kept, [], time.perf_counter() - start, transformed=False)
-    entry.raises = True
+    entry.raises = raises
     return entry
 
 
@@ -239,7 +239,7 @@ def _guard_disjoint_storage(trace: Trace) -> None:
     tensors = [inp for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
     if len(tensors) < 2 or not any(inp.mutated() for inp in tensors):
         return
-    if not _storages_disjoint(*[inp.example for inp in tensors]):
+    if not storages_disjoint(*[inp.example for inp in tensors]):
         raise Unsupported("the graph writes to inputs that share memory", kind="unsupported_input",
                           hint="the frame runs eagerly; pass separate tensors to compile it")
     trace.guards.add(Guard("NO_STORAGE_OVERLAP", tensors[0].source, None, tuple(t.source for t in tensors[1:])))

@@ -356,14 +356,14 @@ def _argument_source(source) -> bool:
     return isinstance(source, LocalSource)
 
 
-def _storages_disjoint(*tensors) -> bool:
+def storages_disjoint(*tensors) -> bool:
     """No two of ``tensors`` use the same storage (empty storages never collide).
 
     Example::
 
         >>> import torch
         >>> a = torch.ones(4)
-        >>> _storages_disjoint(a, torch.ones(4)), _storages_disjoint(a, a[1:])
+        >>> storages_disjoint(a, torch.ones(4)), storages_disjoint(a, a[1:])
         (True, False)
     """
     seen = set()
@@ -654,10 +654,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{e} is {expr_of(g.others[0], setup)}"
     if k == "NO_STORAGE_OVERLAP":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
-        return f"{bind(_storages_disjoint)}({', '.join(exprs)})"
+        return f"{bind(storages_disjoint)}({', '.join(exprs)})"
     if k == "NO_STORAGE_OVERLAP":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
-        return f"{bind(_storages_disjoint)}({', '.join(exprs)})"
+        return f"{bind(storages_disjoint)}({', '.join(exprs)})"
     if k == "NO_ALIASING":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         if native is not None:
