@@ -655,9 +655,6 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
     if k == "NO_STORAGE_OVERLAP":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         return f"{bind(storages_disjoint)}({', '.join(exprs)})"
-    if k == "NO_STORAGE_OVERLAP":
-        exprs = [e] + [expr_of(s, setup) for s in g.others]
-        return f"{bind(storages_disjoint)}({', '.join(exprs)})"
     if k == "NO_ALIASING":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         if native is not None:
