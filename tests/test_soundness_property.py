@@ -11,6 +11,7 @@
 """
 
 import math
+import os
 import textwrap
 
 import torch
@@ -21,6 +22,9 @@ import bytegraph
 from conftest import assert_same, assert_tree_equal
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+#: examples per property; BYTEGRAPH_PROPERTY_EXAMPLES=1000 for a deeper hunt
+_EXAMPLES = int(os.environ.get("BYTEGRAPH_PROPERTY_EXAMPLES", "60"))
 
 
 def _define(src: str):
@@ -99,7 +103,7 @@ def _make_args(spec, seed):
     return x, y, spec["n"], spec["v"]
 
 
-@settings(max_examples=60, **_SETTINGS)
+@settings(max_examples=_EXAMPLES, **_SETTINGS)
 @given(statements=guard_statements(), calls=st.lists(_call_inputs, min_size=3, max_size=7),
        dynamic=st.sampled_from([None, None, True]))
 def test_guards_cover_every_assumption(statements, calls, dynamic):
@@ -139,7 +143,7 @@ def mutation_statements(draw):
     return out
 
 
-@settings(max_examples=60, **_SETTINGS)
+@settings(max_examples=_EXAMPLES, **_SETTINGS)
 @given(statements=mutation_statements(), views=st.tuples(st.sampled_from(_VIEWS), st.sampled_from(_VIEWS)),
        backend=st.sampled_from(["eager", "aot_eager"]), grad_off=st.booleans())
 def test_mutations_are_seen_by_later_reads(statements, views, backend, grad_off):
