@@ -780,3 +780,124 @@ def test_python_numbers_from_symbolic_sizes():
         x = torch.randn(n, n + 1)
         assert_tree_equal(compiled(x), f(x))
     assert bytegraph.stats().graph_breaks == 0
+
+
+class _Obj:
+    pass
+
+
+class _GuardedDelete:
+    def __init__(self):
+        self.val = 1
+
+    def __delattr__(self, name):
+        if name == "val":
+            object.__setattr__(self, "attempted", True)
+        else:
+            object.__delattr__(self, name)
+
+
+class _CountUp:
+    def __init__(self):
+        self.i, self.limit = 0, 3
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i < self.limit:
+            self.i += 1
+            return self.i
+        raise StopIteration
+
+
+def test_set_then_delete_an_attribute_of_an_input():
+    def f(x, obj):
+        obj.c = x + 1
+        del obj.c
+        return x + 1, hasattr(obj, "c")
+    assert_same(f, torch.zeros(1), _Obj(), graphs=None)
+
+
+def test_delete_missing_attribute_raises_like_python():
+    def f(x, obj):
+        try:
+            del obj.missing
+        except AttributeError:
+            return x - 1
+        return x + 1
+    assert_same(f, torch.zeros(1), _Obj(), graphs=None)
+
+
+def test_custom_delattr_runs():
+    def f(x):
+        o = _GuardedDelete()
+        del o.val
+        return x + 1, hasattr(o, "val"), getattr(o, "attempted", False)
+    assert_same(f, torch.zeros(1), graphs=None, breaks=None)
+
+
+def test_vars_without_arguments_is_locals():
+    def f(x):
+        a = 1
+        return x + a, sorted(vars())
+    assert_same(f, torch.zeros(1))
+
+
+def test_saved_tensor_hooks_never_see_fake_tensors():
+    seen = []
+
+    def pack(t):
+        seen.append(type(t).__name__)
+        return t
+    compiled = bytegraph.compile(lambda x, y: x * y, backend="eager")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        compiled(torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))
+    assert seen and set(seen) == {"Tensor"}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_leaf_requiring_grad_made_in_the_function(backend):
+    def f(x):
+        leaf = torch.ones(2, requires_grad=True)
+        return leaf, leaf * x
+    compiled = bytegraph.compile(f, backend=backend)
+    leaf, out = compiled(torch.ones(2))
+    assert leaf.requires_grad and leaf.is_leaf and out.grad_fn is not None
+    out.sum().backward()
+    assert torch.equal(leaf.grad, torch.ones(2))
+
+
+def test_sequence_index_with_bounds_and_messages():
+    def f(x):
+        lst, tup = [1, 2, 3, 4], (1, 2, 3)
+        try:
+            lst.index(5)
+        except ValueError as e:
+            msg = str(e)
+        return x + lst.index(3, 0, 3) + tup.index(2, 1), msg
+    assert_same(f, torch.zeros(1))
+
+
+def test_keyword_arguments_that_are_python_keywords():
+    def f(t):
+        return t.random_(**{"from": -10, "to": 10}).abs().max() <= 10, t.uniform_(**{"from": 0.0, "to": 1.0})
+    out = bytegraph.compile(f, backend="eager")(torch.zeros(5))
+    assert bool(out[0]) and bytegraph.stats().graphs == 1
+
+
+def test_keyword_named_self():
+    compiled = bytegraph.compile(lambda **kw: torch._foreach_pow(**kw), backend="eager")
+    out = compiled(self=[torch.full((2,), 3.0)], exponent=2.0)
+    assert torch.equal(out[0], torch.full((2,), 9.0))
+
+
+def test_user_iterator_made_in_the_function_is_advanced_lazily():
+    def f(x):
+        it = _CountUp()
+        for i in it:
+            x = x + i
+            if i == 1:
+                it.limit = 5   # seen by the next __next__, as in Python
+        return x, it.i
+    assert_same(f, torch.zeros(1))

@@ -188,7 +188,7 @@ class CompiledFunction(FrameCache):
         self._fn = fn
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         for entry in self._entries:
             try:
                 hit = entry.guard.check(*args, **kwargs)
@@ -216,7 +216,7 @@ class FrameRunner(FrameCache):
 
     closure_param = True
 
-    def __call__(self, fn, *args):
+    def __call__(self, fn, /, *args):
         cells = fn.__closure__
         for entry in self._entries:
             try:

@@ -19,7 +19,7 @@ from .cache import CompiledFunction
 _OWN = ("_orig_mod", "_bg_call", "_bg_options")
 
 
-def _call_module(module, *args, **kwargs):
+def _call_module(module, /, *args, **kwargs):
     # The module is an argument, not a closure constant: the entry guards
     # which module it traced, so a deepcopy (or any other module) never runs
     # through an entry traced for the original.  ``module(...)`` is the
@@ -53,10 +53,10 @@ class CompiledModule(torch.nn.Module):
         fn.__qualname__ = f"{type(module).__qualname__}.__call__"
         object.__setattr__(self, "_bg_call", fn)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         return self._bg_call(self._orig_mod, *args, **kwargs)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, /, *args, **kwargs):
         return self._bg_call(self._orig_mod, *args, **kwargs)
 
     # ``training`` lives on the original: ``model.eval()`` is seen through the proxy

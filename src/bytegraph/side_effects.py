@@ -79,6 +79,16 @@ class SideEffects:
         self.attr_writes.setdefault(obj, {})[name] = value
         self.order[("attr", id(obj), name)] = None
 
+    def forget_attr(self, obj: Value, name: str) -> None:
+        """Drop a pending write whose net effect is none (set, then deleted,
+        an attribute the object did not have)."""
+        writes = self.attr_writes.get(obj)
+        if writes is not None and name in writes:
+            del writes[name]
+            self.order.pop(("attr", id(obj), name), None)
+            if not writes:
+                del self.attr_writes[obj]
+
     def pending_attr(self, obj: Value, name: str) -> Optional[Value]:
         writes = self.attr_writes.get(obj)
         return writes.get(name) if writes else None

@@ -67,7 +67,7 @@ class ControlOps:
     # -- iteration -------------------------------------------------------------
     def GET_ITER(self, ins):
         v = self.stack.pop()
-        self.stack.append(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(self)))
+        self.stack.append(v if isinstance(v, IteratorValue) else v.get_iter(self))
 
     def FOR_ITER(self, ins):
         it = self.stack[-1]

@@ -79,6 +79,11 @@ class Value:
         """``self.name(*args, **kwargs)`` for kinds that model their methods directly."""
         raise Unsupported(f"method {name}() of {self.type_name()} object", kind="unsupported_method")
 
+    def get_iter(self, tx) -> "Value":
+        """``iter(self)``: an iterator value (by default over ``unpack``'s items)."""
+        from .containers import IteratorValue
+        return IteratorValue(self.unpack(tx))
+
     def unpack(self, tx) -> List["Value"]:
         """The items iteration would produce, as a finite list."""
         raise Unsupported(f"iterating over a {self.type_name()} object", kind="unsupported_iter")

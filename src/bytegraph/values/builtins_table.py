@@ -133,6 +133,8 @@ def _reversed(tx, args, kwargs):
 def _iter(tx, args, kwargs):
     if isinstance(args[0], IteratorValue):
         return args[0]
+    if len(args) == 1 and not kwargs:
+        return args[0].get_iter(tx)
     return IteratorValue(_iter_items(tx, args[0]))
 
 
@@ -488,6 +490,14 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                       hint="this class cannot be constructed inside compiled functions yet")
 
 
+def _vars(tx, args, kwargs):
+    if not args and not kwargs:
+        return _locals(tx, args, kwargs)  # vars() is locals()
+    if len(args) == 1 and not kwargs:
+        return args[0].get_attr(tx, "__dict__")
+    tx.raise_python_exception(TypeError("vars expected at most 1 argument"))
+
+
 def _locals(tx, args, kwargs):
     """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
     from .cells import CellValue, EMPTY, UNREAD
@@ -740,7 +750,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     slice: _slice, torch.Size: _torch_size, divmod: _divmod, pow: _pow, round: _round,
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
-    functools.partial: _partial, locals: _locals, super: _super,
+    functools.partial: _partial, locals: _locals, vars: _vars, super: _super,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,

@@ -97,8 +97,8 @@ class TupleValue(BaseListValue):
         cg.emit("BUILD_TUPLE", arg=len(self.items))
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "index" and not kwargs:
-            return const(_index(tx, self.items, args[0]))
+        if name == "index" and not kwargs and 1 <= len(args) <= 3:
+            return const(_index(tx, self.items, *args, what="tuple"))
         if name == "count" and len(args) == 1:
             return const(sum(1 for v in self.items if _same(tx, v, args[0])))
         return super().call_method(tx, name, args, kwargs)
@@ -217,11 +217,16 @@ def _same(tx, a: Value, b: Value) -> bool:
     return compare(tx, "==", a, b).truth(tx)
 
 
-def _index(tx, items, value) -> int:
-    for i, v in enumerate(items):
+def _index(tx, items, value, start=None, stop=None, what="list") -> int:
+    """``seq.index(value[, start[, stop]])`` over the items' values."""
+    bounds = slice(*(b.as_constant() if isinstance(b, Value) else b for b in (start, stop)))
+    for i in range(len(items))[bounds]:
+        v = items[i]
         if v is value or _same(tx, v, value):
             return i
-    tx.raise_python_exception(ValueError("value is not in list"))
+    shown = repr(value.as_constant()) if value.is_constant() else "value"
+    tx.raise_python_exception(ValueError(f"{shown} is not in {what}" if what == "list"
+                                         else "tuple.index(x): x not in tuple"))
 
 
 def _list_append(tx, lst, v):
@@ -285,8 +290,8 @@ def _list_sort(tx, lst, key=None, reverse=None):
     return NONE
 
 
-def _list_index(tx, lst, v):
-    return const(_index(tx, lst.items, v))
+def _list_index(tx, lst, v, start=None, stop=None):
+    return const(_index(tx, lst.items, v, start, stop))
 
 
 def _list_count(tx, lst, v):

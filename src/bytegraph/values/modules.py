@@ -22,7 +22,7 @@ from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value
 from .constants import NONE, const, is_none
-from .containers import DictValue, TupleValue
+from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
 from .objects import DELETED, UserObjectValue, lookup_attr
 
@@ -320,7 +320,10 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
-        self.attrs.pop(name, None)
+        if name not in self.attrs:
+            tx.raise_python_exception(AttributeError(name))
+        del self.attrs[name]
+        self.items.pop(name, None)
 
     def _dunder(self, tx, name):
         fn = getattr(self.cls, name, None)
@@ -364,13 +367,23 @@ class NewObjectValue(Value):
                 return bool(method.call(tx, [], {}).as_constant())
         return True
 
-    def unpack(self, tx):
+    def get_iter(self, tx):
         if issubclass(self.cls, dict):
-            return [const(k) for k in self.items]
+            return IteratorValue([const(k) for k in self.items])
         method = self._dunder(tx, "__iter__")
-        if method is not None:
-            return method.call(tx, [], {}).unpack(tx)
-        return super().unpack(tx)
+        if method is None:
+            return super().get_iter(tx)
+        it = method.call(tx, [], {})
+        if it is self:
+            # an iterator that is its own __iter__: advanced one __next__ at a
+            # time, as the loop asks, never run ahead
+            if self._dunder(tx, "__next__") is None:
+                tx.raise_python_exception(TypeError(f"iter() returned non-iterator of type '{self.cls.__name__}'"))
+            return UserIteratorValue(self)
+        return it if isinstance(it, IteratorValue) else it.get_iter(tx)
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
 
     def children(self):
         return list(self.attrs.values()) + list(self.items.values())
@@ -501,8 +514,10 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
 
     if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if cls.__setattr__ is not object.__setattr__ and not issubclass(cls, dict):
-        raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__)", kind="unsupported_class_call")
+    if (cls.__setattr__ is not object.__setattr__ or cls.__delattr__ is not object.__delattr__) \
+            and not issubclass(cls, dict):
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
+                          kind="unsupported_class_call")
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
                           kind="unsupported_class_call", hint="build modules outside the compiled function")
@@ -530,3 +545,46 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
     elif args or kwargs:
         raise Unsupported(f"constructing {cls.__qualname__} with arguments", kind="unsupported_class_call")
     return value
+
+
+class UserIteratorValue(IteratorValue):
+    """A user iterator made in the trace (``__iter__`` returns itself): each
+    ``next`` runs its ``__next__`` in the trace.  Reconstructs as the object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: "NewObjectValue"):
+        super().__init__([])
+        self.obj = obj
+
+    def python_type(self):
+        return self.obj.python_type()
+
+    def next(self, tx):
+        from ..errors import UserException
+        try:
+            return self.obj._dunder(tx, "__next__").call(tx, [], {})
+        except UserException as e:
+            if issubclass(e.value.python_type(), StopIteration):
+                return None
+            raise
+
+    def unpack(self, tx):
+        from .. import config
+        out = []
+        while True:
+            item = self.next(tx)
+            if item is None:
+                return out
+            out.append(item)
+            if len(out) > config.max_generator_items:
+                raise Unsupported("an endless user iterator", kind="unsupported_iter")
+
+    def get_attr(self, tx, name):
+        return self.obj.get_attr(tx, name)
+
+    def children(self):
+        return (self.obj,)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)

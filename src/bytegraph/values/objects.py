@@ -169,9 +169,20 @@ class UserObjectValue(Value):
         tx.side_effects.store_attr(self, name, value)
 
     def del_attr(self, tx, name):
-        if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
-            raise Unsupported(f"deleting {type(self.obj).__name__}.{name}", kind="unsupported_setattr")
-        tx.side_effects.store_attr(self, name, DELETED)
+        cls = type(self.obj)
+        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
+            raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
+        se = tx.side_effects
+        pending = se.pending_attr(self, name)
+        had = name in self.obj.__dict__
+        _guard_in_dict(tx, AttrSource(self.source, "__dict__"), name, had)
+        if pending is DELETED or (pending is None and not had):
+            # ``del`` removes an instance attribute; a class attribute does not count
+            tx.raise_python_exception(AttributeError(name))
+        if had:
+            se.store_attr(self, name, DELETED)
+        else:
+            se.forget_attr(self, name)  # set in this call, deleted again: nothing to replay
 
     # Python-level dunders of the object's class are inlined.
     def dunder(self, tx, name: str):
@@ -233,7 +244,13 @@ def _has_data_descriptor(cls, name) -> bool:
 
 
 def _has_custom_setattr(cls) -> bool:
-    return cls.__setattr__ is not object.__setattr__
+    """``__setattr__`` or ``__delattr__`` of its own: writes must run it."""
+    return cls.__setattr__ is not object.__setattr__ or cls.__delattr__ is not object.__delattr__
+
+
+def _guard_in_dict(tx, dict_source, name: str, present: bool) -> None:
+    if dict_source.base is not None:
+        tx.guards.add(Guard("DICT_CONTAINS", dict_source, (name, present)))
 
 
 def _guard_not_in_dict(tx, dict_source, name: str) -> None:

@@ -10,6 +10,8 @@ shapes are static for now, and inputs' metadata is guarded.
 
 from __future__ import annotations
 
+import contextlib
+import keyword
 import operator
 import re
 import types
@@ -428,7 +430,7 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
     try:
         # the Python dispatcher: decompositions that handle symbolic sizes
         # (meta kernels in C++ often insist on concrete ones)
-        with graph.fake_mode, enable_python_dispatcher():
+        with graph.fake_mode, enable_python_dispatcher(), _no_user_saved_tensor_hooks():
             if kind == "call_method":
                 out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
@@ -447,6 +449,13 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         tx.raise_python_exception(e)
     # inference tensors keep no version counter: any op on one may have written it
     mutated = any(v is None or t._version != v for t, v in versions)
+    _check_no_new_grad_leaf(tx, out, versions)
+    if any(_is_keyword(k) for k in node_kwargs):
+        # fx writes ``x.random_(from=-10)``, which is not Python: call through
+        # a helper that takes the keywords as a dict
+        node_args = (node_args[0], target, node_args[1:], node_kwargs) if kind == "call_method" \
+            else (target, None, node_args, node_kwargs)
+        kind, target, node_kwargs = "call_function", call_with_keywords, {}
     if isinstance(out, SYM_TYPES):
         node = graph.create_node(kind, target, node_args, node_kwargs, out)
         return SymIntValue(node, out)
@@ -469,6 +478,51 @@ _INPUT_METADATA_MUTATIONS = frozenset({
     "squeeze_", "unsqueeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_", "resize_as_",
     "as_strided_", "set_", "requires_grad_", "detach_", "share_memory_",
 })
+
+
+def call_with_keywords(fn_or_self, method, args, kwargs):
+    """``fn(*args, **kwargs)``, or ``self.method(*args, **kwargs)``: a graph
+    node whose keyword names are not identifiers fx can print (``from``)."""
+    fn = getattr(fn_or_self, method) if method is not None else fn_or_self
+    return fn(*args, **kwargs)
+
+
+def _is_keyword(name: str) -> bool:
+    return keyword.iskeyword(name) or not name.isidentifier()
+
+
+def _keep(t):
+    return t
+
+
+@contextlib.contextmanager
+def _no_user_saved_tensor_hooks():
+    """The user's saved-tensor hooks must see real tensors only: while an op
+    runs on fake tensors, identity hooks sit on top of theirs."""
+    if torch._C._autograd._top_saved_tensors_default_hooks(False) is None:
+        yield
+        return
+    torch._C._autograd._push_saved_tensors_default_hooks(_keep, _keep)
+    try:
+        yield
+    finally:
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+
+
+def _check_no_new_grad_leaf(tx, out, versions) -> None:
+    """A tensor made in the graph that becomes a leaf requiring grad
+    (``torch.ones(2, requires_grad=True)``, ``t.requires_grad_()``) is a
+    new autograd root: backends that trace autograd (aot_eager, inductor)
+    cannot return one, so the op runs natively."""
+    made = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)] \
+        if isinstance(out, (tuple, list)) else []
+    made += [t for t, _ in versions]
+    for t in made:
+        if t.requires_grad and t.grad_fn is None and t._base is None:  # (a view under no_grad is no leaf)
+            value = tx.graph.value_of_fake.get(id(t))
+            if value is None or value.source is None:
+                raise Unsupported("creating a tensor that requires grad inside the graph", kind="new_grad_leaf",
+                                  hint="the tensor is created natively between graphs")
 
 
 def _is_fake_tensor_limit(e: Exception) -> bool:
