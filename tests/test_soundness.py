@@ -901,3 +901,129 @@ def test_user_iterator_made_in_the_function_is_advanced_lazily():
                 it.limit = 5   # seen by the next __next__, as in Python
         return x, it.i
     assert_same(f, torch.zeros(1))
+
+
+# ---------------------------------------------------------------------------
+# found by a second adversarial pass
+
+
+def _breaks_then_maybe_raises(t, k):
+    print("", end="")
+    if k == 1:
+        raise KeyError("k1")
+    return t * k
+
+
+class _Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, *exc):
+        self.log.append(("exit", exc[0].__name__ if exc[0] else None))
+        return True   # swallows
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_break_in_callee_keeps_the_callers_try_and_with(k):
+    def f(t, k, log):
+        try:
+            return _breaks_then_maybe_raises(t, k)
+        except KeyError:
+            return t - 100
+        finally:
+            log.append("finally")
+
+    def g(t, k, log):
+        with _Recorder(log):
+            return _breaks_then_maybe_raises(t, k)
+
+    def h(t, k, log):
+        with torch.no_grad():
+            try:
+                return _breaks_then_maybe_raises(t, k)
+            except KeyError:
+                return torch.is_grad_enabled()
+    for fn in (f, g, h):
+        bytegraph.reset()
+        assert_same(fn, torch.ones(2), k, [], graphs=None, breaks=None)
+        assert torch.is_grad_enabled()
+
+
+def _helper_one(x):
+    return x * 2
+
+
+def _helper_ten(x):
+    return x * 10
+
+
+def test_reassigned_code_of_a_function():
+    helper = types.FunctionType(_helper_one.__code__, globals(), "helper")
+
+    def f(x):
+        return helper(x)
+    compiled = bytegraph.compile(f, backend="eager")
+    assert torch.equal(compiled(torch.ones(1)), torch.full((1,), 2.0))
+    helper.__code__ = _helper_ten.__code__
+    assert torch.equal(compiled(torch.ones(1)), torch.full((1,), 10.0))
+    root = types.FunctionType(_helper_one.__code__, globals(), "root")
+    compiled_root = bytegraph.compile(root, backend="eager")
+    compiled_root(torch.ones(1))
+    root.__code__ = _helper_ten.__code__
+    assert torch.equal(compiled_root(torch.ones(1)), torch.full((1,), 10.0))
+
+
+def test_attributes_appearing_later_on_functions_and_modules():
+    def helper(x):
+        return x
+
+    lin, act = nn.Linear(2, 2), nn.ReLU()
+
+    def f(x):
+        return x * getattr(helper, "scale", 1.0) + hasattr(lin, "extra") + hasattr(act, "extra")
+    compiled = bytegraph.compile(f, backend="eager")
+    assert torch.equal(compiled(torch.ones(1)), f(torch.ones(1)))
+    helper.scale, lin.extra, act.extra = 3.0, 1, 1
+    assert torch.equal(compiled(torch.ones(1)), f(torch.ones(1)))
+
+
+def test_identity_of_functions_guarded_by_parts():
+    def make(k):
+        return lambda y: y * k
+
+    def f(a, b, t):
+        return a(t) * 2 if a is b else b(t)
+    compiled = bytegraph.compile(f, backend="eager")
+    shared = make(2)
+    for a, b in ((shared, shared), (make(2), make(2)), (shared, shared)):
+        assert torch.equal(compiled(a, b, torch.ones(1)), f(a, b, torch.ones(1)))
+
+
+def test_renamed_function_is_seen():
+    def make():
+        return lambda y: y
+
+    def f(fn, t):
+        return t * len(fn.__name__) + len(fn.__qualname__)
+    compiled = bytegraph.compile(f, backend="eager")
+    a, b = make(), make()
+    b.__name__ = "renamed"
+    b.__qualname__ = "q"
+    for fn in (a, b, a):
+        assert torch.equal(compiled(fn, torch.ones(1)), f(fn, torch.ones(1)))
+
+
+def test_global_module_hook_registered_after_compiling():
+    model = nn.Linear(3, 3)
+    compiled = bytegraph.compile(model, backend="eager")
+    x = torch.ones(3)
+    compiled(x)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: o * 0)
+    try:
+        assert torch.equal(compiled(x), model(x))
+    finally:
+        handle.remove()
+    assert torch.equal(compiled(x), model(x))

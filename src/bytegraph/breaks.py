@@ -65,11 +65,15 @@ def plan_break(exc: Unsupported) -> BreakPlan:
                 return BreakPlan(frame.head_steps[lp.head], "loop", record, lp)
             return BreakPlan(step, "instr", record)
         # Splitting inside inlined calls needs every active call to be a plain
-        # CALL whose result is the callee's return value.
+        # CALL whose result is the callee's return value, and outside any
+        # try/with block of the caller: the callee's continuation runs from
+        # the caller's transformed code, where that block is not active (an
+        # exception would skip the caller's except/finally/__exit__).  Such
+        # a call runs natively instead, inside its block.
         outermost_indirect = None
         f = frame
         while f.parent is not None:
-            if not f.direct_call:
+            if not f.direct_call or _in_protected_block(f.parent):
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
@@ -77,6 +81,12 @@ def plan_break(exc: Unsupported) -> BreakPlan:
             return BreakPlan(stop, "chain", record)
         frame = outermost_indirect.parent
         index, step = frame.ip - 1, frame.step
+
+
+def _in_protected_block(frame) -> bool:
+    """Whether ``frame``'s current instruction (a call in progress) is inside
+    a try, with or except block (it has an exception-table entry)."""
+    return frame.ip > 0 and frame.instrs[frame.ip - 1].exn is not None
 
 
 def frame_chain(innermost) -> list:

@@ -192,8 +192,11 @@ def _without_call_closure(fn: types.FunctionType) -> types.FunctionType:
 def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
     """Guards that depend on the whole trace, not on one value read."""
     graph = trace.graph
-    if not closure_param and (fn.__defaults__ is not None or fn.__kwdefaults__ is not None):
-        trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
+    if not closure_param:
+        # the compiled function's own code and defaults (both are writable)
+        trace.guards.add(Guard("FN_CODE", None, fn.__code__))
+        if fn.__defaults__ is not None or fn.__kwdefaults__ is not None:
+            trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
     if graph.symbolic_inputs:
         trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
 

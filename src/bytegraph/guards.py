@@ -60,6 +60,7 @@ _PRIORITY = {
     "DEFAULT_DEVICE": 8,
     "TORCH_FUNCTION_MODES": 8,
     "FN_DEFAULTS": 8,
+    "FN_CODE": 8,
     "AUTOCAST_DEFAULTS": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
@@ -145,6 +146,8 @@ class Guard:
             return "autocast off on every device" if e is None else f"autocast (device, dtype)s and cache == {e}"
         if k == "FN_DEFAULTS":
             return "the function's __defaults__ and __kwdefaults__ are the ones traced with"
+        if k == "FN_CODE":
+            return "the function's __code__ is the one traced"
         if k == "AUTOCAST_DEFAULTS":
             return f"(torch.get_autocast_dtype({e[0]!r}), torch.is_autocast_cache_enabled()) == {e[1:]}"
         if k == "SHAPE_ENV_EXPR":
@@ -606,6 +609,8 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         # the check itself binds arguments with the defaults it was made with
         defaults, kwdefaults = g.expected
         return f"___fn.__defaults__ is {bind(defaults)} and ___fn.__kwdefaults__ is {bind(kwdefaults)}"
+    if k == "FN_CODE":
+        return f"___fn.__code__ is {bind(g.expected)}"
     if k == "AUTOCAST_DEFAULTS":
         device, dtype, cache = g.expected
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"

@@ -28,7 +28,7 @@ class DataOps:
     def IS_OP(self, ins):
         b = self.stack.pop()
         a = self.stack.pop()
-        self.stack.append(const(same_object(a, b) != bool(ins.arg)))
+        self.stack.append(const(same_object(self, a, b) != bool(ins.arg)))
 
     def CONTAINS_OP(self, ins):
         container = self.stack.pop()

@@ -144,6 +144,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
                 guards.add(Guard("DICT_KEYS", AttrSource(source, dict_name), tuple(obj.__dict__[dict_name])))
         else:
             guards.add(Guard("ID_MATCH", source, obj))
+            if type(value) is UserFunctionValue:
+                # ``fn.__code__ = other.__code__`` keeps the function's identity
+                guards.add(Guard("ID_MATCH", AttrSource(source, "__code__"), obj.__code__))
     return value
 
 

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from ..errors import Unsupported
+from ..guards import Guard
 from ..sources import AttrSource, ItemSource, closure_cell_source
 from .base import Value
 from .cells import CellValue
@@ -102,15 +103,17 @@ class UserFunctionValue(Value):
         return types.FunctionType
 
     def get_attr(self, tx, name):
+        src = AttrSource(self.source, name) if self.source is not None else None
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
-            return const(getattr(self.fn, name))
+            # writable: read through the source, so a rename is guarded
+            return tx.wrap(getattr(self.fn, name), src)
         if name == "__code__":
-            return ConstantValue(self.fn.__code__)
-        if name == "__wrapped__" and hasattr(self.fn, "__wrapped__"):
-            return tx.wrap(self.fn.__wrapped__, AttrSource(self.source, name) if self.source else None)
+            return ConstantValue(self.fn.__code__)   # guarded whenever the function is
         if name in self.fn.__dict__:
-            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(self.fn.__dict__[name], src)
         if not hasattr(self.fn, name):
+            if self.source is not None:  # absent now: holds while it stays absent
+                tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, "__dict__"), (name, False)))
             tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'"))
         if self.source is not None and name in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__",
                                                   "__annotations__", "__closure__", "__self__"):

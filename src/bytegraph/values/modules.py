@@ -58,6 +58,9 @@ class NNModuleValue(UserObjectValue):
                     if isinstance(value, torch.Tensor) and dict_name != "_modules":
                         return tx.wrap_parameter(value, src)
                     return tx.wrap(value, src)
+            # absent everywhere now: the entry holds while it stays absent
+            for dict_name in ("__dict__",) + tuple(d for d in _MODULE_DICTS if d in module.__dict__):
+                tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, dict_name), (name, False)))
             tx.raise_python_exception(AttributeError(
                 f"'{cls.__name__}' object has no attribute '{name}'"))
         return lookup_attr(tx, self, module, name)
@@ -81,6 +84,10 @@ class NNModuleValue(UserObjectValue):
         return f"NNModuleValue({type(self.obj).__name__})"
 
 
+_GLOBAL_HOOK_NAMES = ("nn.Module global forward pre-hooks", "nn.Module global forward hooks",
+                      "nn.Module global backward hooks", "nn.Module global backward pre-hooks")
+
+
 def _global_hooks():
     from torch.nn.modules import module as m
     return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_hooks,
@@ -97,6 +104,9 @@ def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, 
     if any(_global_hooks()):
         raise Unsupported("global nn.Module hooks", kind="unsupported_hook",
                           hint="global module hooks run natively between graphs")
+    for hooks, name in zip(_global_hooks(), _GLOBAL_HOOK_NAMES):
+        # registered later (nn.modules.module.register_module_forward_hook): a new trace
+        tx.guards.add(Guard("LEN_MATCH", ObjectSource(hooks, name), 0))
     if obj._backward_hooks or obj._backward_pre_hooks:
         raise Unsupported("module backward hooks", kind="unsupported_hook",
                           hint="backward hooks on modules are not captured yet")

@@ -143,7 +143,7 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
 
 
-def same_object(a: Value, b: Value) -> bool:
+def same_object(tx, a: Value, b: Value) -> bool:
     """``a is b`` for values, by the real object's identity where known."""
     if a is b:
         return True
@@ -156,18 +156,19 @@ def same_object(a: Value, b: Value) -> bool:
         return a.fake is b.fake
     ra, rb = _real(a), _real(b)
     if ra is not None and rb is not None:
-        _guard_identity(a)
-        _guard_identity(b)
+        _guard_identity(tx, a)
+        _guard_identity(tx, b)
         return ra[0] is rb[0]
     return False
 
 
-def _guard_identity(v: Value) -> None:
-    """User objects are guarded by type only; an ``is`` answer needs their identity."""
-    from .objects import UserObjectValue
-    if type(v) is UserObjectValue and v.source is not None and v.guard_set is not None:
+def _guard_identity(tx, v: Value) -> None:
+    """An ``is`` answer about a pre-existing object holds for that very object:
+    objects guarded by type or by parts (user objects, stateless modules,
+    nested functions) get an identity guard here."""
+    if v.source is not None and not isinstance(v, ConstantValue):
         from ..guards import Guard
-        v.guard_set.add(Guard("ID_MATCH", v.source, v.obj))
+        tx.guards.add(Guard("ID_MATCH", v.source, v.real_object()[0]))
 
 
 def _real(v: Value):
@@ -202,7 +203,7 @@ def _equal(tx, a: Value, b: Value):
     """Structural equality where it can be decided at trace time, else None."""
     if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
         return compare(tx, "==", a, b).truth(tx)
-    if same_object(a, b) and not (a.is_constant() and isinstance(a.as_constant(), float)):
+    if same_object(tx, a, b) and not (a.is_constant() and isinstance(a.as_constant(), float)):
         return True
     if a.is_constant() and b.is_constant():
         return a.as_constant() == b.as_constant()
@@ -253,7 +254,7 @@ def contains(tx, container: Value, item: Value) -> bool:
             tx.raise_python_exception(e)
     for v in container.unpack(tx):
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
-        if same_object(v, item):
+        if same_object(tx, v, item):
             return True
         if isinstance(v, TensorValue) or isinstance(item, TensorValue):
             raise Unsupported("`in` compares a tensor with ==, which reads tensor values", kind="data_dependent")
