@@ -76,7 +76,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     # what the entry keeps of ``fn``: a generated function's cells belong to one call
     kept = _without_call_closure(fn) if closure_param else fn
     plan: Optional[BreakPlan] = None
-    trace = Trace(fn, policy)
+    trace = Trace(fn, policy, backend_name)
     try:
         result = trace.run(args, kwargs)
     except UserException:
@@ -85,7 +85,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
         plan = plan_break(_outside_open_contexts(trace, e))
-        trace = Trace(fn, policy)
+        trace = Trace(fn, policy, backend_name)
         trace.stop_step = plan.step
         try:
             result = trace.run(args, kwargs)

@@ -177,19 +177,36 @@ _STATE_QUERIES = {
 _DEFAULT_DEVICE = ("torch.get_default_device()", torch.get_default_device)
 
 
-def global_state_guards() -> List["Guard"]:
-    """Guards on every process-wide torch setting a captured graph depends on
+#: settings a compiling backend bakes into its code (kernel choice, matmul
+#: precision); the eager backend runs the real ops, which read them at run time
+_BACKEND_STATE = ("DETERMINISTIC", "DETERMINISTIC_WARN_ONLY", "MATMUL_PRECISION")
+
+#: query function -> guard kind, for a trace that reads the setting itself
+STATE_QUERY_KINDS = {query: kind for kind, (_, query) in _STATE_QUERIES.items()}
+
+
+def state_guard(kind: str) -> "Guard":
+    """The guard that process-wide setting ``kind`` keeps its current value."""
+    return Guard(kind, None, _STATE_QUERIES[kind][1]())
+
+
+def global_state_guards(backend_name: str = "eager") -> List["Guard"]:
+    """Guards on the process-wide torch settings a captured graph depends on
     (grad mode and autocast are guarded by the tracer, which also changes them).
 
     Example::
 
         >>> sorted(g.kind for g in global_state_guards())[:2]
-        ['DEFAULT_DTYPE', 'DETERMINISTIC']
+        ['DEFAULT_DTYPE', 'INFERENCE_MODE']
+        >>> "MATMUL_PRECISION" in {g.kind for g in global_state_guards("inductor")}
+        True
     """
-    out = [Guard(kind, None, query()) for kind, (_, query) in _STATE_QUERIES.items() if kind != "GRAD_MODE"]
+    out = [state_guard(kind) for kind in _STATE_QUERIES
+           if kind != "GRAD_MODE" and (kind not in _BACKEND_STATE or backend_name != "eager")]
     if torch._C._len_torch_function_stack():
         out.append(Guard("DEFAULT_DEVICE", None, torch.get_default_device()))
     return out
+
 
 _AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
 
@@ -600,6 +617,8 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         e = g.expected
         if isinstance(e, bool):
             return f"{bind(_STATE_QUERIES[k][1])}() is {e}"
+        if isinstance(e, torch.dtype):  # singletons
+            return f"{bind(_STATE_QUERIES[k][1])}() is {bind(e)}"
         return f"{bind(_STATE_QUERIES[k][1])}() == {bind(e)}"
     if k == "DEFAULT_DEVICE":
         return f"{bind(_DEFAULT_DEVICE[1])}() == {bind(g.expected)}"

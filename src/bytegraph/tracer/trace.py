@@ -30,9 +30,10 @@ class Trace:
     mutations, and ``root`` the finished root frame.
     """
 
-    def __init__(self, fn: types.FunctionType, policy=None):
+    def __init__(self, fn: types.FunctionType, policy=None, backend_name: str = "eager"):
         from ..dynamic import DynamicPolicy
         self.fn = fn
+        self.backend_name = backend_name
         self.policy = policy if policy is not None else DynamicPolicy(None)
         self.graph = OutputGraph()
         self.guards = GuardSet()
@@ -108,7 +109,7 @@ class Trace:
         # Ambient state that changes what the captured ops compute (autocast
         # casts, the dtype of new tensors); a compiled backend bakes it in.
         self.guards.add(Guard("AUTOCAST", None, autocast_state()))
-        for guard in global_state_guards():
+        for guard in global_state_guards(self.backend_name):
             self.guards.add(guard)
         try:
             try:

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import (
 from torch._dispatch.python import enable_python_dispatcher
 
 from ..errors import Unsupported
-from ..guards import Guard
+from ..guards import STATE_QUERY_KINDS, Guard, state_guard
 from ..sources import AttrSource
 from .base import Value
 from .constants import ConstantValue, NONE, const
@@ -316,6 +316,9 @@ class TorchFunctionValue(Value):
                 kwargs = dict(kwargs)
                 args = [kwargs.pop("input")]
             return special(tx, args, kwargs)
+        kind = STATE_QUERY_KINDS.get(fn)
+        if kind is not None:
+            tx.guards.add(state_guard(kind))  # the answer is baked into the capture
         if fn in _TORCH_SIDE_EFFECTS or _mutates_global_state(fn):
             raise Unsupported(f"call to {_fn_name(fn)}() (global side effect)", kind="unsupported_torch_function",
                               hint="call it outside the compiled function")
