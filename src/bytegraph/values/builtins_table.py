@@ -21,11 +21,11 @@ from typing import Callable, Dict, List
 import torch
 
 from ..errors import Unsupported, UserException
-from ..guards import Guard
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
+from .frame_builtins import id_, locals_, super_, vars_
 from .objects import ClassValue, ExceptionValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -490,93 +490,6 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                       hint="this class cannot be constructed inside compiled functions yet")
 
 
-def _vars(tx, args, kwargs):
-    if not args and not kwargs:
-        return _locals(tx, args, kwargs)  # vars() is locals()
-    if len(args) == 1 and not kwargs:
-        return args[0].get_attr(tx, "__dict__")
-    tx.raise_python_exception(TypeError("vars expected at most 1 argument"))
-
-
-def _locals(tx, args, kwargs):
-    """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
-    from .cells import CellValue, EMPTY, UNREAD
-    from .base import UnrealizedLocal
-    if tx.state_source is not None:
-        return StateLocalsValue(tx)
-    out = DictValue()
-    for name in tx.code.co_varnames:
-        if name in tx.unrealized:
-            out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
-    for name, v in tx.locals.items():
-        if isinstance(v, CellValue):
-            if v.contents is UNREAD:
-                v.read(tx)
-            if v.contents is EMPTY:
-                continue
-            v = v.contents
-        out.entries[str_key(name)] = (const(name), v)
-    return out
-
-
-class StateLocalsValue(DictValue):
-    """``locals()`` of a generated frame whose locals arrived as a state dict.
-
-    Rebuilt as a copy of the incoming dict updated with what this frame
-    bound or deleted, so entries it never touched need no guard.
-    """
-
-    __slots__ = ("deleted", "state_source")
-
-    def __init__(self, tx):
-        super().__init__()
-        from .cells import CellValue
-        self.state_source = tx.state_source
-        for name, v in tx.locals.items():
-            if not isinstance(v, CellValue):
-                self.entries[str_key(name)] = (const(name), v)
-        self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
-
-    def reconstruct(self, cg):
-        self.state_source.emit_load(cg)
-        cg.call_method("copy", lambda: 0)
-        for k, v in self.entries.values():
-            cg.emit("COPY", arg=1)
-            cg.reconstruct(v)
-            cg.emit("SWAP", arg=2)
-            cg.reconstruct(k)
-            cg.emit("STORE_SUBSCR")
-        for name in self.deleted:
-            cg.emit("COPY", arg=1)
-            cg.load_object(name)
-            cg.emit("DELETE_SUBSCR")
-
-
-def _super(tx, args, kwargs):
-    from .modules import SuperValue
-    if len(args) == 2:
-        return SuperValue(args[0].as_constant(), args[1])
-    if args:
-        raise Unsupported("super() with one argument", kind="unsupported_builtin")
-    cell = tx.locals.get("__class__")
-    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
-    if cell is None or first is None:
-        tx.raise_python_exception(RuntimeError("super(): no arguments"))
-    return SuperValue(cell.read(tx).as_constant(), tx.load_local(first))
-
-
-def _id(tx, args, kwargs):
-    from .operators import _real
-    (v,) = args
-    real = _real(v) if v.source is not None or isinstance(v, ConstantValue) else None
-    if real is None or (isinstance(v, ConstantValue) and type(real[0]) in (int, float, str, bytes)):
-        raise Unsupported(f"id() of a {v.type_name()}", kind="unsupported_builtin")
-    if v.source is not None:
-        # the number is baked into the capture: only this very object may reuse it
-        tx.guards.add(Guard("ID_MATCH", v.source, real[0]))
-    return const(id(real[0]))
-
-
 def _signature(tx, args, kwargs):
     """``inspect.signature(fn)`` of a function bytegraph knows: a constant mapping of its parameters."""
     from .functions import BoundMethodValue, UserFunctionValue
@@ -750,7 +663,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     slice: _slice, torch.Size: _torch_size, divmod: _divmod, pow: _pow, round: _round,
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
-    functools.partial: _partial, locals: _locals, vars: _vars, super: _super,
+    functools.partial: _partial, locals: locals_, vars: vars_, super: super_,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,
@@ -759,7 +672,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),
     itertools.combinations: _rearranging(itertools.combinations),
-    itertools.permutations: _rearranging(itertools.permutations), id: _id, inspect.signature: _signature,
+    itertools.permutations: _rearranging(itertools.permutations), id: id_, inspect.signature: _signature,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],

@@ -517,9 +517,8 @@ def _check_no_new_grad_leaf(tx, out, versions) -> None:
     (``torch.ones(2, requires_grad=True)``, ``t.requires_grad_()``) is a
     new autograd root: backends that trace autograd (aot_eager, inductor)
     cannot return one, so the op runs natively."""
-    made = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)] \
-        if isinstance(out, (tuple, list)) else []
-    made += [t for t, _ in versions]
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    made = [o for o in outs if isinstance(o, torch.Tensor)] + [t for t, _ in versions]
     for t in made:
         if t.requires_grad and t.grad_fn is None and t._base is None:  # (a view under no_grad is no leaf)
             value = tx.graph.value_of_fake.get(id(t))

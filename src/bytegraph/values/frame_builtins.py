@@ -1,0 +1,99 @@
+"""Builtins that read the calling frame or object identity: ``locals()``,
+``vars()``, zero-argument ``super()``, ``id()``.
+
+Each is a handler ``(tx, args, kwargs) -> Value`` registered in
+:data:`bytegraph.values.builtins_table.BUILTIN_HANDLERS`.
+"""
+
+from __future__ import annotations
+
+from ..errors import Unsupported
+from ..guards import Guard
+from .constants import ConstantValue, const
+from .containers import DictValue, str_key
+
+
+def vars_(tx, args, kwargs):
+    if not args and not kwargs:
+        return locals_(tx, args, kwargs)  # vars() is locals()
+    if len(args) == 1 and not kwargs:
+        return args[0].get_attr(tx, "__dict__")
+    tx.raise_python_exception(TypeError("vars expected at most 1 argument"))
+
+
+def locals_(tx, args, kwargs):
+    """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
+    from .cells import CellValue, EMPTY, UNREAD
+    from .base import UnrealizedLocal
+    if tx.state_source is not None:
+        return StateLocalsValue(tx)
+    out = DictValue()
+    for name in tx.code.co_varnames:
+        if name in tx.unrealized:
+            out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
+    for name, v in tx.locals.items():
+        if isinstance(v, CellValue):
+            if v.contents is UNREAD:
+                v.read(tx)
+            if v.contents is EMPTY:
+                continue
+            v = v.contents
+        out.entries[str_key(name)] = (const(name), v)
+    return out
+
+
+class StateLocalsValue(DictValue):
+    """``locals()`` of a generated frame whose locals arrived as a state dict.
+
+    Rebuilt as a copy of the incoming dict updated with what this frame
+    bound or deleted, so entries it never touched need no guard.
+    """
+
+    __slots__ = ("deleted", "state_source")
+
+    def __init__(self, tx):
+        super().__init__()
+        from .cells import CellValue
+        self.state_source = tx.state_source
+        for name, v in tx.locals.items():
+            if not isinstance(v, CellValue):
+                self.entries[str_key(name)] = (const(name), v)
+        self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
+
+    def reconstruct(self, cg):
+        self.state_source.emit_load(cg)
+        cg.call_method("copy", lambda: 0)
+        for k, v in self.entries.values():
+            cg.emit("COPY", arg=1)
+            cg.reconstruct(v)
+            cg.emit("SWAP", arg=2)
+            cg.reconstruct(k)
+            cg.emit("STORE_SUBSCR")
+        for name in self.deleted:
+            cg.emit("COPY", arg=1)
+            cg.load_object(name)
+            cg.emit("DELETE_SUBSCR")
+
+
+def super_(tx, args, kwargs):
+    from .modules import SuperValue
+    if len(args) == 2:
+        return SuperValue(args[0].as_constant(), args[1])
+    if args:
+        raise Unsupported("super() with one argument", kind="unsupported_builtin")
+    cell = tx.locals.get("__class__")
+    first = tx.code.co_varnames[0] if tx.code.co_argcount else None
+    if cell is None or first is None:
+        tx.raise_python_exception(RuntimeError("super(): no arguments"))
+    return SuperValue(cell.read(tx).as_constant(), tx.load_local(first))
+
+
+def id_(tx, args, kwargs):
+    (v,) = args
+    real = v.real_object() if v.source is not None or isinstance(v, ConstantValue) else None
+    if real is None or (isinstance(v, ConstantValue) and type(real[0]) in (int, float, str, bytes)):
+        raise Unsupported(f"id() of a {v.type_name()}", kind="unsupported_builtin")
+    if v.source is not None:
+        # the number is baked into the capture: only this very object may reuse it
+        tx.guards.add(Guard("ID_MATCH", v.source, real[0]))
+    return const(id(real[0]))
