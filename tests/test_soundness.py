@@ -1027,3 +1027,79 @@ def test_global_module_hook_registered_after_compiling():
     finally:
         handle.remove()
     assert torch.equal(compiled(x), model(x))
+
+
+# ---------------------------------------------------------------------------
+# found by generated programs
+
+
+def test_loop_over_a_list_the_body_changes():
+    def pops(x, lst):
+        for _ in lst:
+            lst.pop()
+            x = x + 1
+        return x
+
+    def appends(x, lst):
+        for _ in lst:
+            if len(lst) < 6:
+                lst.append(0)
+            x = x + 1
+        return x
+
+    def grows_dict(x, d):
+        for k in d:
+            d["z" + k] = 1
+            x = x + 1
+        return x
+    assert_same(pops, torch.zeros(1), [1, 2, 3, 4])
+    assert_same(appends, torch.zeros(1), [1, 2, 3, 4])
+    with pytest.raises(RuntimeError, match="changed size during iteration"):
+        bytegraph.compile(grows_dict, backend="eager")(torch.zeros(1), {"a": 1})
+
+
+def test_list_iterator_carried_across_a_break():
+    def f(x, lst):
+        it = iter(lst)
+        first = next(it)
+        print("", end="")
+        lst.append(9)
+        return x + first, list(it)
+    assert_same(f, torch.zeros(1), [1, 2, 3], graphs=None, breaks=None)
+
+
+import dataclasses as _dc
+
+
+@_dc.dataclass
+class _WithPostInit:
+    a: int
+
+    def __post_init__(self):
+        self.a += 100
+
+
+def test_dataclass_made_in_the_function_keeps_its_state():
+    def f(x):
+        o = _WithPostInit(1)
+        o.extra = x + 1
+        return o
+
+    out = bytegraph.compile(f, backend="eager")(torch.ones(1))
+    assert out.a == 101 and torch.equal(out.extra, torch.full((1,), 2.0))
+
+
+def test_inplace_on_a_view_of_a_grad_leaf_under_no_grad():
+    def f(y):
+        with torch.no_grad():
+            w = y[0]
+            w.mul_(2)
+        return y + 1
+    assert_same(f, torch.ones(2, 2, requires_grad=True), graphs=None)
+
+
+def test_dir_without_arguments():
+    def f(x):
+        y = x + 1
+        return y, dir()
+    assert_same(f, torch.ones(1))

@@ -25,7 +25,7 @@ from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
-from .frame_builtins import id_, locals_, super_, vars_
+from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .objects import ClassValue, ExceptionValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -663,7 +663,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     slice: _slice, torch.Size: _torch_size, divmod: _divmod, pow: _pow, round: _round,
     repr: _constant_fn(repr), chr: _constant_fn(chr), ord: _constant_fn(ord), hash: _constant_fn(hash),
     format: _constant_fn(format),
-    functools.partial: _partial, locals: locals_, vars: vars_, super: super_,
+    functools.partial: _partial, locals: locals_, vars: vars_, dir: dir_, super: super_,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,

@@ -13,6 +13,16 @@ from .constants import ConstantValue, const
 from .containers import DictValue, str_key
 
 
+def dir_(tx, args, kwargs):
+    """``dir()``: the sorted names of the frame's locals (``dir(obj)`` is not modelled)."""
+    if args or kwargs or tx.state_source is not None:
+        # dir(obj) is not modelled; a loop body's untouched locals are in its state dict
+        raise Unsupported("dir() of an object, or in an outlined loop body", kind="unsupported_builtin")
+    from .containers import ListValue
+    names = sorted(k.as_constant() for k, _ in locals_(tx, args, kwargs).entries.values())
+    return ListValue([const(n) for n in names])
+
+
 def vars_(tx, args, kwargs):
     if not args and not kwargs:
         return locals_(tx, args, kwargs)  # vars() is locals()

@@ -399,7 +399,8 @@ class NewObjectValue(Value):
         return list(self.attrs.values()) + list(self.items.values())
 
     def reconstruct(self, cg):
-        if dataclasses.is_dataclass(self.cls):
+        if dataclasses.is_dataclass(self.cls) and issubclass(self.cls, dict):
+            # ModelOutput-like: its __post_init__ fills the mapping from the fields
             names = [f.name for f in dataclasses.fields(self.cls) if f.init and f.name in self.attrs]
             cg.push_callable(self.cls)
             for n in names:

@@ -520,7 +520,9 @@ def _check_no_new_grad_leaf(tx, out, versions) -> None:
     outs = out if isinstance(out, (tuple, list)) else (out,)
     made = [o for o in outs if isinstance(o, torch.Tensor)] + [t for t, _ in versions]
     for t in made:
-        if t.requires_grad and t.grad_fn is None and t._base is None:  # (a view under no_grad is no leaf)
+        # (a view, even one made under no_grad, is no new leaf; reading its
+        # grad_fn may raise, so _base is asked first)
+        if t._base is None and t.requires_grad and t.grad_fn is None:
             value = tx.graph.value_of_fake.get(id(t))
             if value is None or value.source is None:
                 raise Unsupported("creating a tensor that requires grad inside the graph", kind="new_grad_leaf",
