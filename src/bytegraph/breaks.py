@@ -65,15 +65,15 @@ def plan_break(exc: Unsupported) -> BreakPlan:
                 return BreakPlan(frame.head_steps[lp.head], "loop", record, lp)
             return BreakPlan(step, "instr", record)
         # Splitting inside inlined calls needs every active call to be a plain
-        # CALL whose result is the callee's return value, and outside any
-        # try/with block of the caller: the callee's continuation runs from
-        # the caller's transformed code, where that block is not active (an
-        # exception would skip the caller's except/finally/__exit__).  Such
-        # a call runs natively instead, inside its block.
+        # CALL whose result is the callee's return value.  A call inside a
+        # try/with block of its caller is resumed *inside* that block: the
+        # caller's continuation re-runs its call instruction on a thunk of the
+        # callee's continuation (see _emit_chain), so the caller's
+        # except/finally/__exit__ see what the callee raises.
         outermost_indirect = None
         f = frame
         while f.parent is not None:
-            if not f.direct_call or _in_protected_block(f.parent):
+            if not f.direct_call or (_in_protected_block(f.parent) and not _is_plain_call(f.parent)):
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
@@ -81,6 +81,11 @@ def plan_break(exc: Unsupported) -> BreakPlan:
             return BreakPlan(stop, "chain", record)
         frame = outermost_indirect.parent
         index, step = frame.ip - 1, frame.step
+
+
+def _is_plain_call(frame) -> bool:
+    """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
+    return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
 
 
 def _in_protected_block(frame) -> bool:
@@ -146,11 +151,13 @@ class FrameState:
 class BreakEmitter:
     """Writes the part of the transformed code after the graph for one plan."""
 
-    def __init__(self, cg, trace, plan: BreakPlan, runner_for):
+    def __init__(self, cg, trace, plan: BreakPlan, runner_for, callee_runner=None):
         self.cg = cg
         self.trace = trace
         self.plan = plan
         self.runner_for = runner_for
+        #: ``callee_runner(fn)``: fn compiled with this frame's backend (or None)
+        self.callee_runner = callee_runner
         self.root = trace.root
         self.frames = frame_chain(trace.stopped_frame)
 
@@ -160,7 +167,8 @@ class BreakEmitter:
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
-            return [FrameState(f, _resume_index(f), list(f.stack)) for f in self.frames]
+            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _in_protected_block(f)
+                               else _resume_index(f), list(f.stack)) for f in self.frames]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -208,17 +216,23 @@ class BreakEmitter:
         cg.emit("BUILD_TUPLE", arg=len(cells))
         cg.call(5)
 
-    def call_generated(self, frame, code, args_emit) -> None:
-        """``runner(fn, *args)``: a generated function, compiled through the dispatcher."""
+    def call_generated(self, frame, code, args_emit, thunk: bool = False) -> None:
+        """``runner(fn, *args)``: a generated function, compiled through the
+        dispatcher; with ``thunk``, a callable that makes that call later
+        (whatever it is called with)."""
         cg = self.cg
-        cg.push_callable(self.runner_for(code))
+        if thunk:
+            cg.push_callable(_ignoring_arguments)
+            cg.load_object(self.runner_for(code))
+        else:
+            cg.push_callable(self.runner_for(code))
         self.make_function(frame, code)
         extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
             extra = 1
         argc = args_emit()
-        cg.call(1 + extra + argc)
+        cg.call(1 + extra + argc + (1 if thunk else 0))
 
     def save_native_stack(self, null_mask) -> List[str]:
         """Pop the native stack into temporaries; NULL slots get a dummy."""
@@ -228,7 +242,8 @@ class BreakEmitter:
             cg.emit("STORE_FAST", t)
         return temps
 
-    def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None) -> None:
+    def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
+                    thunk: bool = False) -> None:
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
         code = resume_code(frame.code, index, tuple(null_mask), local_names)
@@ -245,21 +260,50 @@ class BreakEmitter:
             for name, v in locals_:
                 cg.reconstruct(v)
             return n + len(locals_)
-        self.call_generated(frame, code, args)
+        self.call_generated(frame, code, args, thunk)
 
     # -- modes -------------------------------------------------------------------
     def emit(self, states: List[FrameState]) -> None:
         getattr(self, "_emit_" + self.plan.mode)(states)
 
-    def _push_stack(self, st: FrameState) -> None:
-        for v in st.stack:
-            self.cg.reconstruct(v)
+    def _push_stack(self, st: FrameState, compiled_callee: Optional[int] = None) -> None:
+        """Push the carried stack; the slot ``compiled_callee`` (a Python
+        function about to be called natively) goes through bytegraph's
+        dispatcher, so the callee's own frame is compiled too."""
+        cg = self.cg
+        for i, v in enumerate(st.stack):
+            if i == compiled_callee:
+                cg.push_callable(self.callee_runner)
+                cg.reconstruct(v)
+                cg.call(1)
+            else:
+                cg.reconstruct(v)
+
+    def _native_callee_slot(self, st: FrameState, ins) -> Optional[int]:
+        """The stack index of a plain Python function that ``ins`` (a CALL)
+        will call natively, if it may be compiled on its own."""
+        from .values.builder import made_at_run_time
+        from .values.functions import UserFunctionValue
+        n = len(st.stack)
+        if self.callee_runner is None:
+            return None
+        if ins.opname == "CALL" and n >= ins.arg + 2:
+            below = n - ins.arg - 2
+            slot = below + 1 if isinstance(st.stack[below], NullValue) else below
+        elif ins.opname == "CALL_FUNCTION_EX" and n >= 3 + (ins.arg & 1):
+            slot = n - 2 - (ins.arg & 1)   # NULL, callable, args tuple[, kwargs dict]
+        else:
+            return None
+        v = st.stack[slot]
+        if type(v) is UserFunctionValue and v.source is not None and not made_at_run_time(v.fn):
+            return slot
+        return None
 
     def _emit_instr(self, states) -> None:
         cg, root = self.cg, self.root
         (st,) = states
-        self._push_stack(st)
         ins = root.instrs[root.ip]
+        self._push_stack(st, self._native_callee_slot(st, ins))
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
@@ -438,14 +482,18 @@ class BreakEmitter:
         cg.emit("RETURN_VALUE")
 
     def _emit_chain(self, states) -> None:
+        """Innermost frame first: each continuation's result goes to its
+        caller's continuation as the value of the call in progress.  A call
+        inside the caller's try/with block gets, instead, a thunk of the
+        callee's continuation: the caller resumes at that call instruction,
+        which calls the thunk inside the block."""
         cg = self.cg
-        result_temp = None
+        carried = None   # (kind, temp): "result" of the inner continuation, or its "thunk"
         for st in reversed(states):
             frame = st.frame
-            stack = list(st.stack)
-            mask = st.null_mask + ((False,) if result_temp is not None else ())
+            index = st.index
             stack_temps = []
-            for v in stack:
+            for v in st.stack:
                 if isinstance(v, NullValue):
                     stack_temps.append(None)
                 else:
@@ -453,14 +501,53 @@ class BreakEmitter:
                     cg.reconstruct(v)
                     cg.emit("STORE_FAST", t)
                     stack_temps.append(t)
-            if result_temp is not None:
-                stack_temps.append(result_temp)
-            self.call_resume(frame, st.index, mask, stack_temps, st.locals)
+            mask = st.null_mask
+            if carried is not None and carried[0] == "result":
+                mask += (False,)
+                stack_temps.append(carried[1])
+            elif carried is not None:
+                call_mask, call_temps = self._call_slots(frame, carried[1])
+                mask += call_mask
+                stack_temps += call_temps
             if frame is self.root:
+                self.call_resume(frame, index, mask, stack_temps, st.locals)
                 cg.emit("RETURN_VALUE")
+                continue
+            thunk = _in_protected_block(frame.parent)
+            self.call_resume(frame, index, mask, stack_temps, st.locals, thunk=thunk)
+            temp = cg.new_temp()
+            cg.emit("STORE_FAST", temp)
+            carried = ("thunk" if thunk else "result", temp)
+
+    def _call_slots(self, frame, thunk_temp: str):
+        """The stack slots ``frame``'s call in progress takes when it is re-run
+        on a thunk (see :func:`_call_index`): NULL, the thunk, dummy
+        arguments (the thunk ignores them)."""
+        cg = self.cg
+        call = frame.instrs[frame.ip - 1]
+        if call.opname == "CALL_FUNCTION_EX":
+            dummies = [()] + ([{}] if call.arg & 1 else [])
+        else:
+            dummies = [None] * call.arg
+        temps = [None, thunk_temp]
+        for d in dummies:
+            t = cg.new_temp()
+            if isinstance(d, dict):
+                cg.emit("BUILD_MAP", arg=0)
             else:
-                result_temp = cg.new_temp()
-                cg.emit("STORE_FAST", result_temp)
+                cg.load_object(d)
+            cg.emit("STORE_FAST", t)
+            temps.append(t)
+        return (True, False) + (False,) * len(dummies), temps
+
+
+def _ignoring_arguments(fn, *bound):
+    """A thunk: ``fn(*bound)`` whatever it is called with."""
+    def thunk(*_args, **_kwargs):
+        return fn(*bound)
+    # never traced: the caller's continuation calls it natively, inside its try/with block
+    thunk._torchdynamo_disable = True
+    return thunk
 
 
 def _first_local(frame) -> Value:
@@ -476,6 +563,17 @@ def _first_local(frame) -> Value:
     if value is None or isinstance(value, NullValue):
         raise Unsupported("super() in code whose first argument is unbound or in a cell", kind="internal")
     return value
+
+
+def _call_index(frame) -> int:
+    """Where ``frame`` resumes to re-run its call in progress (inside its
+    try/with block): the call instruction, with its PRECALL and KW_NAMES."""
+    index = frame.ip - 1
+    if frame.instrs[index].opname == "CALL":
+        index -= 1   # its PRECALL
+        if index > 0 and frame.instrs[index - 1].opname == "KW_NAMES":
+            index -= 1
+    return index
 
 
 def _resume_index(frame) -> int:
