@@ -1103,3 +1103,26 @@ def test_dir_without_arguments():
         y = x + 1
         return y, dir()
     assert_same(f, torch.ones(1))
+
+
+def _doubles_then_breaks(t):
+    t = t * 2
+    print("", end="")
+    return t + 1
+
+
+def test_break_in_callee_inside_try_keeps_capture():
+    def f(t, log):
+        try:
+            return _doubles_then_breaks(t) * 3
+        finally:
+            log.append("done")
+
+    def g(t, **kwargs):
+        with torch.no_grad():
+            return _doubles_then_breaks(*(t,), **kwargs) - 1
+    _, be = assert_same(f, torch.ones(2), [], graphs=None, breaks=None)
+    assert be.count >= 2   # the callee's graphs, not one native call
+    bytegraph.reset()
+    _, be = assert_same(g, torch.ones(2), graphs=None, breaks=None)
+    assert be.count >= 2

@@ -151,13 +151,11 @@ class FrameState:
 class BreakEmitter:
     """Writes the part of the transformed code after the graph for one plan."""
 
-    def __init__(self, cg, trace, plan: BreakPlan, runner_for, callee_runner=None):
+    def __init__(self, cg, trace, plan: BreakPlan, runner_for):
         self.cg = cg
         self.trace = trace
         self.plan = plan
         self.runner_for = runner_for
-        #: ``callee_runner(fn)``: fn compiled with this frame's backend (or None)
-        self.callee_runner = callee_runner
         self.root = trace.root
         self.frames = frame_chain(trace.stopped_frame)
 
@@ -266,44 +264,15 @@ class BreakEmitter:
     def emit(self, states: List[FrameState]) -> None:
         getattr(self, "_emit_" + self.plan.mode)(states)
 
-    def _push_stack(self, st: FrameState, compiled_callee: Optional[int] = None) -> None:
-        """Push the carried stack; the slot ``compiled_callee`` (a Python
-        function about to be called natively) goes through bytegraph's
-        dispatcher, so the callee's own frame is compiled too."""
-        cg = self.cg
-        for i, v in enumerate(st.stack):
-            if i == compiled_callee:
-                cg.push_callable(self.callee_runner)
-                cg.reconstruct(v)
-                cg.call(1)
-            else:
-                cg.reconstruct(v)
-
-    def _native_callee_slot(self, st: FrameState, ins) -> Optional[int]:
-        """The stack index of a plain Python function that ``ins`` (a CALL)
-        will call natively, if it may be compiled on its own."""
-        from .values.builder import made_at_run_time
-        from .values.functions import UserFunctionValue
-        n = len(st.stack)
-        if self.callee_runner is None:
-            return None
-        if ins.opname == "CALL" and n >= ins.arg + 2:
-            below = n - ins.arg - 2
-            slot = below + 1 if isinstance(st.stack[below], NullValue) else below
-        elif ins.opname == "CALL_FUNCTION_EX" and n >= 3 + (ins.arg & 1):
-            slot = n - 2 - (ins.arg & 1)   # NULL, callable, args tuple[, kwargs dict]
-        else:
-            return None
-        v = st.stack[slot]
-        if type(v) is UserFunctionValue and v.source is not None and not made_at_run_time(v.fn):
-            return slot
-        return None
+    def _push_stack(self, st: FrameState) -> None:
+        for v in st.stack:
+            self.cg.reconstruct(v)
 
     def _emit_instr(self, states) -> None:
         cg, root = self.cg, self.root
         (st,) = states
+        self._push_stack(st)
         ins = root.instrs[root.ip]
-        self._push_stack(st, self._native_callee_slot(st, ins))
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:

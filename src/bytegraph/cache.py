@@ -116,9 +116,7 @@ class FrameCache:
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
-                                  self.closure_param, self._runner_for, self._policy,
-                                  functools.partial(compiled_callee, backend_name=self._backend_name,
-                                                    backend=self._backend))
+                                  self.closure_param, self._runner_for, self._policy)
         except Unsupported as e:
             if e.kind == "internal" and config.raise_on_error:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {e}") from e
@@ -248,23 +246,6 @@ def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> Fr
         runner = _RUNNERS[key] = FrameRunner(backend_name, backend, fullgraph=False)
         runner._backend_keepalive = backend
     return runner
-
-
-_CALLEES: Dict[tuple, "CompiledFunction"] = {}
-
-
-def compiled_callee(fn, backend_name: str, backend: Callable):
-    """``fn`` compiled with this backend, for a call a graph break runs
-    natively (inside a try or with block of its caller): the callee's frame is
-    compiled on its own instead of running uncompiled.  Only long-lived
-    functions are passed here (module-level functions and methods)."""
-    if type(fn) is not types.FunctionType:
-        return fn
-    key = (fn, backend_name, id(backend))
-    compiled = _CALLEES.get(key)
-    if compiled is None:
-        compiled = _CALLEES[key] = CompiledFunction(fn, backend_name, backend, fullgraph=False)
-    return compiled
 
 
 def _drop_entry(cache_ref, entry) -> None:

@@ -66,7 +66,7 @@ class CacheEntry:
 
 def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,
                   fullgraph: bool = False, closure_param: bool = False, runner_for=None,
-                  policy=None, callee_runner=None) -> CacheEntry:
+                  policy=None) -> CacheEntry:
     """Trace ``fn(*args, **kwargs)`` and build a cache entry.
 
     Raises :class:`Unsupported` if the frame cannot be captured, not even in
@@ -102,7 +102,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     _add_trace_wide_guards(trace, fn, closure_param)
     emitter = states = None
     if plan is not None:
-        emitter = BreakEmitter(None, trace, plan, runner_for, callee_runner)
+        emitter = BreakEmitter(None, trace, plan, runner_for)
         states = emitter.states()
         roots = se.replay_roots() + [v for st in states for v in st.values()]
     else:

@@ -133,7 +133,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None:
         if type(value) is UserObjectValue:
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
-        elif type(value) is UserFunctionValue and not obj.__dict__ and made_at_run_time(obj):
+        elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj):
             _guard_function_by_parts(guards, obj, source)
         elif _is_stateless_module(obj):
             # a loss or activation module (often made in forward and carried
@@ -162,7 +162,7 @@ def _is_stateless_module(obj) -> bool:
     return all(type(d) is dict and all(v is None for v in d.values()) for d in dicts)
 
 
-def made_at_run_time(fn: types.FunctionType) -> bool:
+def _made_at_run_time(fn: types.FunctionType) -> bool:
     """A nested function or lambda: likely a new object on every call (a
     module-level function keeps the one cheap identity check)."""
     return fn.__closure__ is not None or "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>"
