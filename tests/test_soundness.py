@@ -1126,3 +1126,11 @@ def test_break_in_callee_inside_try_keeps_capture():
     bytegraph.reset()
     _, be = assert_same(g, torch.ones(2), graphs=None, breaks=None)
     assert be.count >= 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_data_dependent_output_sizes_break_cleanly(backend):
+    def f(x):
+        return torch.nonzero(x > 0).float().sum() + x.sum(), x.masked_select(x > 0).sum()
+    out, be = assert_same(f, torch.randn(6, 4), graphs=None, breaks=None, backend=backend)
+    assert be.count >= 1 and bytegraph.stats().eager_fallbacks == 0

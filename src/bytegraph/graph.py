@@ -49,7 +49,10 @@ class OutputGraph:
         # (0.2 s), which `import bytegraph` need not pay.
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
         self.graph = fx.Graph()
-        self.shape_env = ShapeEnv()
+        # Ops whose output size depends on data (nonzero, masked_select) break
+        # the graph: their unbacked sizes are not bound to graph values, and a
+        # backend that retraces (aot_eager, inductor) fails on them.
+        self.shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
         #: inputs with symbolic sizes or values: (fake or SymInt, source) for the shape guards
         self.symbolic_inputs: List[tuple] = []
