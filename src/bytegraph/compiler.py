@@ -259,7 +259,7 @@ def _guard_distinct_inputs(trace: Trace) -> None:
     tensor, container and object is guarded distinct.  Objects guarded by
     identity are left out: their identity is fixed already.
     """
-    id_guarded = {g.source for g in trace.guards if g.kind == "ID_MATCH"}
+    id_guarded = {g.source for g in trace.guards if g.kind in ("ID_MATCH", "FUNCTION_MATCH")}
     sources = [inp.source for inp in trace.graph.inputs
                if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
     sources += [v.source for v in trace.side_effects.existing_values()

@@ -40,6 +40,7 @@ from .sources import Source, chain
 _PRIORITY = {
     "TYPE_MATCH": 0,
     "ID_MATCH": 1,
+    "FUNCTION_MATCH": 1,
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
     "DICT_KEYS": 4,
@@ -98,7 +99,8 @@ class Guard:
             hash(exp)
         except TypeError:
             exp = id(exp)
-        return (self.kind, self.source, exp if self.kind != "ID_MATCH" else id(self.expected), self.others)
+        identity = self.kind in ("ID_MATCH", "FUNCTION_MATCH")
+        return (self.kind, self.source, id(self.expected) if identity else exp, self.others)
 
     def __hash__(self):
         return hash(self._hash_key())
@@ -114,6 +116,8 @@ class Guard:
             return f"type({src}) is {e.__qualname__}"
         if k == "ID_MATCH":
             return f"{src} is {_short(e)}"
+        if k == "FUNCTION_MATCH":
+            return f"{src} is {_short(e)} with the same __code__"
         if k == "CONSTANT_MATCH":
             return f"{src} == {e!r}"
         if k == "LEN_MATCH":
@@ -351,9 +355,10 @@ class CompiledGuard:
 
 
 def _actual(guard: Guard, value) -> str:
-    if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH"):
+    if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH",
+                          "FUNCTION_MATCH"):
         return ""
-    if guard.kind == "ID_MATCH":
+    if guard.kind in ("ID_MATCH", "FUNCTION_MATCH"):
         return f" (got {_short(value)})"
     if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
         return (f" (got dtype={value.dtype} shape={list(value.shape)} "
@@ -571,8 +576,8 @@ def _native_spec(expected) -> tuple:
 
 
 def _forget(guard: Guard) -> Guard:
-    if guard.kind == "ID_MATCH":
-        return Guard("ID_MATCH", guard.source, _Forgotten(guard.expected))
+    if guard.kind in ("ID_MATCH", "FUNCTION_MATCH"):
+        return Guard(guard.kind, guard.source, _Forgotten(guard.expected))
     return guard
 
 
@@ -643,6 +648,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         if weak_id is not None and _weakrefable(obj):
             return f"id({e}) == {weak_id(obj)}"
         return f"{e} is {bind(obj)}"
+    if k == "FUNCTION_MATCH":
+        fn = g.expected
+        return f"id({e}) == {weak_id(fn)} and {e}.__code__ is {bind(fn.__code__)}"
     if k == "CONSTANT_MATCH":
         v = g.expected
         if v is None or v is True or v is False or v is Ellipsis:

@@ -13,7 +13,7 @@ from ..graph import OutputGraph
 from ..guards import Guard, GuardSet, autocast_state, global_state_guards
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
-from ..sources import ItemSource, LocalSource, ObjectSource
+from ..sources import ItemSource, LocalSource, ObjectSource, RootCellSource, chain
 from ..values import builder
 from ..values.base import Value
 from .frame import Frame, TraceStopped
@@ -33,6 +33,8 @@ class Trace:
     def __init__(self, fn: types.FunctionType, policy=None, backend_name: str = "eager"):
         from ..dynamic import DynamicPolicy
         self.fn = fn
+        #: tracing generated code (a resume function, a loop body): its cells are one call's
+        self.generated = False
         self.backend_name = backend_name
         self.policy = policy if policy is not None else DynamicPolicy(None)
         self.graph = OutputGraph()
@@ -90,6 +92,12 @@ class Trace:
         for name, obj in state.items():
             root.unrealized[name] = (obj, ItemSource(src, name))
 
+    def per_call(self, source) -> bool:
+        """Whether objects read from ``source`` are likely new on every call:
+        the frame's arguments, and the cells of a generated function."""
+        root = chain(source)[0]
+        return isinstance(root, LocalSource) or (self.generated and isinstance(root, RootCellSource))
+
     def run(self, args: tuple, kwargs: dict) -> Value:
         fn = self.fn
         code = fn.__code__
@@ -102,6 +110,7 @@ class Trace:
         root.unrealized = {name: (obj, LocalSource(name)) for name, obj in bound.arguments.items()}
         self.root = root
         origin = origin_of(code)
+        self.generated = origin is not None
         if origin is not None and origin.state_block is not None:
             self._enter_with_state(root, origin.state_block, bound.arguments[STATE_ARG])
         grad_before = self.grad_enabled_at_start = torch.is_grad_enabled()

@@ -133,7 +133,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None:
         if type(value) is UserObjectValue:
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
-        elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj):
+        elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj) \
+                and tx.trace.per_call(source):
             _guard_function_by_parts(guards, obj, source)
         elif _is_stateless_module(obj):
             # a loss or activation module (often made in forward and carried
@@ -142,11 +143,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
             for dict_name in _MODULE_STATE_DICTS:
                 guards.add(Guard("DICT_KEYS", AttrSource(source, dict_name), tuple(obj.__dict__[dict_name])))
+        elif type(value) is UserFunctionValue:
+            # identity and code: ``fn.__code__ = other.__code__`` keeps the identity
+            guards.add(Guard("FUNCTION_MATCH", source, obj))
         else:
             guards.add(Guard("ID_MATCH", source, obj))
-            if type(value) is UserFunctionValue:
-                # ``fn.__code__ = other.__code__`` keeps the function's identity
-                guards.add(Guard("ID_MATCH", AttrSource(source, "__code__"), obj.__code__))
     return value
 
 
@@ -163,8 +164,9 @@ def _is_stateless_module(obj) -> bool:
 
 
 def _made_at_run_time(fn: types.FunctionType) -> bool:
-    """A nested function or lambda: likely a new object on every call (a
-    module-level function keeps the one cheap identity check)."""
+    """A nested function or lambda: a new object on every call when it comes
+    in as an argument (a module-level function, or a closure kept in a cell of
+    the compiled function, keeps the one cheap identity check)."""
     return fn.__closure__ is not None or "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>"
 
 
