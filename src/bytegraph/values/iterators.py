@@ -1,0 +1,78 @@
+"""Iterators that follow their container: a list iterator reads the list as
+it is at each step, dict and set iterators notice a change of size."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .containers import IteratorValue
+
+if TYPE_CHECKING:
+    from .containers import ListValue
+
+
+class ListIteratorValue(IteratorValue):
+    """``iter(lst)`` for a list value: each step reads the list as it is then
+    (a loop that appends or pops sees it, as in Python).  Reconstructs as
+    a real list iterator over the rebuilt list, at the same position."""
+
+    __slots__ = ("lst", "done")
+
+    def __init__(self, lst: "ListValue"):
+        super().__init__([])
+        self.lst = lst
+        self.done = False
+
+    def next(self, tx):
+        if self.done or self.pos >= len(self.lst.items):
+            self.done = True  # an exhausted list iterator stays exhausted
+            return None
+        v = self.lst.items[self.pos]
+        self.pos += 1
+        return v
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+    def children(self):
+        return (self.lst,)
+
+    def reconstruct(self, cg):
+        cg.push_callable(list_iterator_at)
+        cg.reconstruct(self.lst)
+        cg.load_object(len(self.lst.items) if self.done else self.pos)
+        cg.call(2)
+
+
+def list_iterator_at(lst: list, pos: int):
+    """A real iterator over ``lst`` that has already yielded ``pos`` items."""
+    it = iter(lst)
+    it.__setstate__(pos)
+    return it
+
+
+class SizedIteratorValue(IteratorValue):
+    """An iterator over a dict's keys or a set's elements: like Python's, it
+    raises ``RuntimeError`` when the container changed size under it."""
+
+    __slots__ = ("container", "size_of", "what", "size")
+
+    def __init__(self, items, container, size_of, what: str):
+        super().__init__(items)
+        self.container, self.size_of, self.what = container, size_of, what
+        self.size = size_of()
+
+    def next(self, tx):
+        if self.size_of() != self.size:
+            self.size = -1  # stays broken, as a real iterator does
+            tx.raise_python_exception(RuntimeError(f"{self.what} changed size during iteration"))
+        return super().next(tx)
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
