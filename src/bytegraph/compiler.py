@@ -22,7 +22,7 @@ from .breaks import BreakEmitter, BreakPlan, plan_break
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
-from .guards import CompiledGuard, Guard, storages_disjoint, compile_guards
+from .guards import IDENTITY_KINDS, CompiledGuard, Guard, compile_guards, storages_disjoint
 from .tracer import Trace
 
 
@@ -259,7 +259,7 @@ def _guard_distinct_inputs(trace: Trace) -> None:
     tensor, container and object is guarded distinct.  Objects guarded by
     identity are left out: their identity is fixed already.
     """
-    id_guarded = {g.source for g in trace.guards if g.kind in ("ID_MATCH", "FUNCTION_MATCH")}
+    id_guarded = {g.source for g in trace.guards if g.kind in IDENTITY_KINDS}
     sources = [inp.source for inp in trace.graph.inputs
                if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
     sources += [v.source for v in trace.side_effects.existing_values()

@@ -68,6 +68,10 @@ _PRIORITY = {
 }
 
 
+#: guard kinds that pin one object's identity (held weakly by the compiled check)
+IDENTITY_KINDS = frozenset({"ID_MATCH", "FUNCTION_MATCH"})
+
+
 @dataclasses.dataclass(frozen=True)
 class Guard:
     """One condition on one source.
@@ -99,7 +103,7 @@ class Guard:
             hash(exp)
         except TypeError:
             exp = id(exp)
-        identity = self.kind in ("ID_MATCH", "FUNCTION_MATCH")
+        identity = self.kind in IDENTITY_KINDS
         return (self.kind, self.source, id(self.expected) if identity else exp, self.others)
 
     def __hash__(self):
@@ -358,7 +362,7 @@ def _actual(guard: Guard, value) -> str:
     if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH",
                           "FUNCTION_MATCH"):
         return ""
-    if guard.kind in ("ID_MATCH", "FUNCTION_MATCH"):
+    if guard.kind in IDENTITY_KINDS:
         return f" (got {_short(value)})"
     if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
         return (f" (got dtype={value.dtype} shape={list(value.shape)} "
@@ -576,7 +580,7 @@ def _native_spec(expected) -> tuple:
 
 
 def _forget(guard: Guard) -> Guard:
-    if guard.kind in ("ID_MATCH", "FUNCTION_MATCH"):
+    if guard.kind in IDENTITY_KINDS:
         return Guard(guard.kind, guard.source, _Forgotten(guard.expected))
     return guard
 
