@@ -223,15 +223,23 @@ class ItemSource(Source):
         self.key = key
 
     def _key(self):
-        return (self.base, type(self.key), self.key)
+        if type(self.key) in _LITERAL_KEYS:
+            return (self.base, type(self.key), self.key)
+        return (self.base, "id", id(self.key))  # a class/function/enum key: by identity
 
     def guard_expr(self, base_expr, bind):
-        return f"{base_expr}[{self.key!r}]"
+        if type(self.key) in _LITERAL_KEYS:
+            return f"{base_expr}[{self.key!r}]"
+        return f"{base_expr}[{bind(self.key)}]"
 
     def emit_load(self, cg):
         self.base.emit_load(cg)
-        cg.emit("LOAD_CONST", self.key)
+        cg.load_object(self.key)
         cg.emit("BINARY_SUBSCR")
+
+
+#: keys an ItemSource spells as literals (others are bound objects)
+_LITERAL_KEYS = (int, str, bool, float, bytes, type(None), tuple)
 
 
 def closure_cell_source(fn_source: Source, index: int) -> Source:

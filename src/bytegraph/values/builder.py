@@ -19,10 +19,10 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, Source
+from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .base import Value
 from .constants import LITERAL_TYPES, ConstantValue
-from .containers import (DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
+from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
@@ -71,8 +71,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
         _type_len(guards, source, obj)
         return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
-        if not all(type(k) in LITERAL_TYPES for k in obj):
-            raise Unsupported("dict with non-constant keys", kind="unsupported_dict")
+        if not all(type(k) in LITERAL_TYPES or _identity_key(k) for k in obj):
+            raise Unsupported("dict with keys that are neither constants nor classes, functions or enums",
+                              kind="unsupported_dict")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
@@ -82,7 +83,13 @@ def wrap(tx, obj, source: Source | None) -> Value:
             value.default_factory = wrap(tx, obj.default_factory, factory_source)
         se.track_existing(obj, value)
         for k, v in obj.items():
-            value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
+            if type(k) in LITERAL_TYPES:
+                value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
+            else:
+                # the DICT_KEYS guard pins the key objects themselves, so the key
+                # needs no source of its own: it is loaded as a constant
+                key = wrap(tx, k, ObjectSource(k, f"<key {getattr(k, '__qualname__', k)!s}>"))
+                value.entries[key_of(key)] = (key, wrap(tx, v, _item(source, k)))
         return value
     if t in (set, frozenset):
         if not all(type(k) in LITERAL_TYPES for k in obj):
@@ -152,6 +159,18 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _identity_key(k) -> bool:
+    """A dict key that equals only itself and lives as long as its program:
+    a class (whose metaclass keeps type's ``==`` and hash), a function or an
+    enum member.  ``DICT_KEYS`` guards compare such keys by identity."""
+    t = type(k)
+    if isinstance(k, type):
+        return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
+    if isinstance(k, enum.Enum):
+        return t.__eq__ is object.__eq__
+    return t in (types.FunctionType, types.BuiltinFunctionType)
 
 
 def _is_stateless_module(obj) -> bool:

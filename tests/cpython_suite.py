@@ -1,0 +1,262 @@
+"""CPython's own tests as an oracle for bytegraph's Python semantics.
+
+For every test method of the listed modules of the interpreter's ``test``
+package that passes when run normally, the runner wraps the method's function
+in ``bytegraph.compile(..., backend="eager")`` with ``config.force_transform``
+(so pure-Python code is transformed too) and ``config.raise_on_error`` (so an
+internal error is a failure, not a silent eager fallback), and runs it the way
+unittest does.  A test that passes eagerly but fails compiled is **broken**.
+
+Per module it prints four counts:
+
+* ``eager``   -- tests that pass when run normally;
+* ``compiled``-- of those, tests that also pass compiled;
+* ``clean``   -- of those, tests where no frame fell back to eager execution
+  (graph breaks are allowed: the code around them is still transformed);
+* ``broken``  -- eager passes that fail compiled (listed by name).
+
+Each module runs in its own process with a time limit, ``--jobs`` at a time.
+The exit status is 1 when any test is broken or a module did not finish.
+
+Example::
+
+    python tests/cpython_suite.py                  # every module in MODULES
+    python tests/cpython_suite.py test_with -v     # one module, list failures
+    python tests/cpython_suite.py --json out.json  # machine-readable results
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import types
+import unittest
+from typing import Dict, Iterator, List
+
+#: The modules of CPython's ``test`` package that make up the suite.
+MODULES = [
+    "test_scope", "test_with", "test_contextlib", "test_class", "test_dict", "test_list",
+    "test_set", "test_tuple", "test_iter", "test_funcattrs", "test_keywordonlyarg",
+    "test_raise", "test_dataclasses", "test_richcmp", "test_augassign", "test_bool",
+    "test_exception_variations", "test_generators", "test_dictcomps", "test_sort",
+    "test_ordered_dict", "test_defaultdict", "test_deque", "test_userdict", "test_userlist",
+    "test_int", "test_float", "test_math", "test_operator", "test_string", "test_enumerate",
+    "test_property", "test_super", "test_decorators", "test_descr", "test_named_expressions",
+    "test_patma", "test_baseexception", "test_exceptions", "test_binop", "test_builtin",
+]
+
+#: Test methods that cannot pass under any frame-transforming compiler, with the
+#: reason.  Keys are unittest ids without the leading ``test.``.
+UNTESTABLE: Dict[str, str] = {
+}
+
+#: Seconds one test method may take compiled before it counts as broken.
+TEST_SECONDS = 60
+#: Seconds one module may take in all (the issue's limit is 3 minutes).
+MODULE_SECONDS = 180
+
+
+def _iter_tests(suite) -> Iterator[unittest.TestCase]:
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from _iter_tests(t)
+        else:
+            yield t
+
+
+class _Timeout(BaseException):
+    """Raised by the alarm handler; a BaseException so test code cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
+
+
+def _run_quietly(test: unittest.TestCase, seconds: int) -> unittest.TestResult:
+    result = unittest.TestResult()
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(seconds)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            test.run(result)
+    except _Timeout:
+        result.errors.append((test, f"timed out after {seconds} s"))
+    except BaseException as e:  # a test that escapes unittest's own handling
+        result.errors.append((test, "".join(traceback.format_exception(e))))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return result
+
+
+def _passed(result: unittest.TestResult) -> bool:
+    return not (result.failures or result.errors or result.skipped
+                or result.unexpectedSuccesses) and result.testsRun > 0
+
+
+def run_module(modname: str, *, package: str = "test", test_seconds: int = TEST_SECONDS) -> dict:
+    """Run one module eagerly and compiled in this process; return its counts.
+
+    Example::
+
+        >>> run_module("test_bool")["broken"]
+        []
+    """
+    import bytegraph
+    from bytegraph import config
+    from bytegraph import diagnostics
+    from bytegraph.diagnostics import STATS
+
+    reasons: Dict[str, int] = {}
+
+    def on_event(event, record):
+        if event == "fallback":
+            key = f"{getattr(record, 'kind', '?')}: {str(getattr(record, 'explanation', record))[:120]}"
+            reasons[key] = reasons.get(key, 0) + 1
+
+    diagnostics.add_listener(on_event)
+
+    started = time.perf_counter()
+    mod = importlib.import_module(f"{package}.{modname}")
+    tests = list(_iter_tests(unittest.TestLoader().loadTestsFromModule(mod)))
+    out = {"module": modname, "eager": 0, "compiled": 0, "clean": 0, "skipped_untestable": 0,
+           "broken": [], "fallbacks": [], "errors": {}}
+    for test in tests:
+        tid = test.id()
+        short = tid[len(package) + 1:] if tid.startswith(package + ".") else tid
+        func = getattr(type(test), getattr(test, "_testMethodName", ""), None)
+        if not isinstance(func, types.FunctionType):
+            continue
+        if not _passed(_run_quietly(test, test_seconds)):
+            continue
+        out["eager"] += 1
+        if short in UNTESTABLE:
+            out["skipped_untestable"] += 1
+            continue
+        bytegraph.reset()
+        saved = (config.force_transform, config.raise_on_error)
+        config.force_transform = True
+        config.raise_on_error = True
+        fallbacks = STATS.eager_fallbacks
+        compiled_before = STATS.frames_compiled
+        try:
+            setattr(test, test._testMethodName, types.MethodType(bytegraph.compile(func, backend="eager"), test))
+            result = _run_quietly(test, test_seconds)
+        finally:
+            config.force_transform, config.raise_on_error = saved
+            with contextlib.suppress(AttributeError):
+                delattr(test, test._testMethodName)
+        if not _passed(result):
+            out["broken"].append(short)
+            detail = (result.failures or result.errors or [(None, "skipped or no run")])[0][1]
+            out["errors"][short] = detail[-3000:]
+            continue
+        out["compiled"] += 1
+        if STATS.eager_fallbacks == fallbacks and STATS.frames_compiled > compiled_before:
+            out["clean"] += 1
+        else:
+            out["fallbacks"].append(short)
+    bytegraph.reset()
+    diagnostics.remove_listener(on_event)
+    out["fallback_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    return out
+
+
+def _run_in_child(modname: str, package: str, module_seconds: int) -> subprocess.Popen:
+    env = dict(os.environ)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--child", modname, "--package", package],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def run_all(modules: List[str], *, jobs: int = 2, package: str = "test",
+            module_seconds: int = MODULE_SECONDS, progress=None) -> List[dict]:
+    """Run ``modules`` in child processes, ``jobs`` at a time; one result dict each."""
+    pending = list(modules)
+    running: Dict[str, tuple] = {}
+    results: Dict[str, dict] = {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            name = pending.pop(0)
+            running[name] = (_run_in_child(name, package, module_seconds), time.perf_counter())
+        time.sleep(0.05)
+        for name, (proc, t0) in list(running.items()):
+            elapsed = time.perf_counter() - t0
+            if proc.poll() is None and elapsed <= module_seconds:
+                continue
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+                res = {"module": name, "eager": 0, "compiled": 0, "clean": 0, "broken": [],
+                       "fallbacks": [], "errors": {}, "seconds": round(elapsed, 1),
+                       "failed": f"did not finish in {module_seconds} s"}
+            else:
+                stdout, stderr = proc.communicate()
+                try:
+                    res = json.loads(stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    res = {"module": name, "eager": 0, "compiled": 0, "clean": 0, "broken": [],
+                           "fallbacks": [], "errors": {}, "seconds": round(elapsed, 1),
+                           "failed": f"child exited {proc.returncode}: {stderr[-2000:]}"}
+            del running[name]
+            results[name] = res
+            if progress:
+                progress(res)
+    return [results[m] for m in modules]
+
+
+def _line(res: dict) -> str:
+    flag = res.get("failed") or (f"{len(res['broken'])} broken" if res["broken"] else "ok")
+    return (f"{res['module']:<28} eager {res['eager']:>4}  compiled {res['compiled']:>4}  "
+            f"clean {res['clean']:>4}  broken {len(res['broken']):>3}  {res['seconds']:>6.1f} s  {flag}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("modules", nargs="*", help="modules of the test package (default: all)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--package", default="test")
+    ap.add_argument("--module-seconds", type=int, default=MODULE_SECONDS)
+    ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each broken test's error")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(run_module(args.child, package=args.package)))
+        return 0
+    modules = args.modules or MODULES
+    results = run_all(modules, jobs=args.jobs, package=args.package,
+                      module_seconds=args.module_seconds, progress=lambda r: print(_line(r), flush=True))
+    total = {k: sum(r[k] for r in results) for k in ("eager", "compiled", "clean")}
+    broken = [b for r in results for b in r["broken"]]
+    failed = [r["module"] for r in results if r.get("failed")]
+    share = 100.0 * total["clean"] / max(total["eager"], 1)
+    print(f"\n{'total':<28} eager {total['eager']:>4}  compiled {total['compiled']:>4}  "
+          f"clean {total['clean']:>4} ({share:.1f}% of eager)  broken {len(broken)}")
+    for r in results:
+        for b in r["broken"]:
+            print(f"BROKEN {b}")
+            if args.verbose:
+                print("    " + r["errors"].get(b, "").strip().replace("\n", "\n    "))
+    for m in failed:
+        print(f"FAILED {m}: {next(r for r in results if r['module'] == m)['failed'][:500]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 1 if (broken or failed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
