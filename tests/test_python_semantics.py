@@ -91,3 +91,177 @@ def test_dict_with_class_keys_guards_the_keys():
         assert compiled() == 2
     finally:
         config.force_transform = False
+
+
+# ---------------------------------------------------------------------------
+# list and tuple operations: CPython's errors, identities and live iterators
+
+
+def _raises_type(exc_type, fn, *args):
+    try:
+        fn(*args)
+    except exc_type as e:
+        return type(e).__name__
+    return "no error"
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: a.append(), lambda a: a.append(1, 2), lambda a: a.clear(0), lambda a: a.insert(0),
+    lambda a: a.insert("x", 1), lambda a: a.pop("x"), lambda a: a.count(), lambda a: a.copy(1),
+    lambda a: a.reverse(1), lambda a: a.extend(), lambda a: a.sort(1, 2),
+])
+def test_list_method_argument_errors_are_cpythons(call):
+    def f():
+        a = [3, 1, 2]
+        try:
+            call(a)
+        except TypeError as e:
+            return "TypeError", str(e), a
+        return "none", a
+
+    assert_same_clean(f)
+
+
+def test_list_setitem_with_a_bad_index_raises_type_error():
+    def f():
+        a = [1, 2, 3]
+        out = []
+        for idx in ("a", 1.5, None):
+            try:
+                a[idx] = 0
+            except TypeError as e:
+                out.append(str(e))
+            try:
+                del a[idx]
+            except TypeError as e:
+                out.append(str(e))
+        try:
+            a[::2] = [9]
+        except ValueError as e:
+            out.append(str(e))
+        return out, a
+
+    assert_same_clean(f)
+
+
+def test_huge_repetition_runs_natively_and_raises_memory_error():
+    def f():
+        out = []
+        for n in (sys.maxsize // 2, sys.maxsize):
+            try:
+                [1, 2] * n
+            except (MemoryError, OverflowError) as e:
+                out.append(type(e).__name__)
+        try:
+            [1] * 1.5
+        except TypeError as e:
+            out.append(str(e))
+        return out
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_tuple_times_one_is_the_same_tuple():
+    def f(s):
+        return id(s * 1) == id(s), id(1 * s) == id(s), s * 2
+
+    assert_same_clean(f, (1, 2))
+
+
+def test_reversed_list_is_live_and_rebuilt_as_a_list_reverseiterator():
+    def f():
+        a = [1, 2, 3, 4]
+        it = reversed(a)
+        first = next(it)
+        a[1] = 20           # seen by the live iterator
+        print("break", end="", file=io.StringIO())
+        return first, it, a
+
+    eager, compiled, _, _ = run_both(f)
+    assert type(compiled[1][1]) is type(eager[1][1])
+    assert list(compiled[1][1]) == list(eager[1][1]) == [3, 20, 1]
+
+
+def test_exhausted_list_iterator_stays_exhausted_after_a_break():
+    def f():
+        a = [1]
+        it = iter(a)
+        rest = list(it)
+        print("", end="", file=io.StringIO())
+        a.append(2)
+        return rest, list(it)
+
+    assert run_both(f)[1] == ("ok", ([1], []))
+
+
+def test_object_freed_after_exhausting_its_iterator_across_breaks():
+    import gc
+    import weakref
+
+    def f(make):
+        box = []
+
+        class A(list):
+            def __init__(self):
+                box.append(weakref.ref(self))
+
+        it = iter(A())
+        try:
+            next(it)
+        except StopIteration:
+            pass
+        gc.collect()
+        return box[0]() is None
+
+    eager, compiled, _, frames = run_both(f, list)
+    assert eager == ("ok", True) and compiled == eager and frames > 0
+
+
+# ---------------------------------------------------------------------------
+# dict keys and set elements hash and compare like CPython's
+
+
+def test_unhashable_dict_key_raises_type_error():
+    def f():
+        d = {}
+        out = []
+        for key in ([1], {}, {1}):
+            try:
+                d[key] = 1
+            except TypeError as e:
+                out.append(str(e))
+        return out
+
+    assert_same_clean(f)
+
+
+def test_equal_tuples_are_one_key():
+    def f(t):
+        d = {(1, t): "a"}
+        d[(1, t)] = "b"
+        return len(d), d[(1, t)]
+
+    assert_same_clean(f, "x")
+    eager, compiled, _, _ = run_both(f, torch.ones(1))
+    assert compiled == eager
+
+
+class _Point:
+    def __init__(self, x):
+        self.x = x
+
+    def __eq__(self, other):
+        return isinstance(other, _Point) and other.x == self.x
+
+    def __hash__(self):
+        return hash(self.x)
+
+
+def test_keys_with_user_equality_are_never_compared_by_identity():
+    def f():
+        d = {_Point(1): "one"}
+        return d.get(_Point(1)), _Point(2) in d, len({_Point(1), _Point(1)})
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager == ("ok", ("one", False, 1))

@@ -222,15 +222,37 @@ class BreakEmitter:
         if thunk:
             cg.push_callable(_ignoring_arguments)
             cg.load_object(self.runner_for(code))
-        else:
-            cg.push_callable(self.runner_for(code))
-        self.make_function(frame, code)
+            self.make_function(frame, code)
+            extra = 0
+            if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
+                cg.reconstruct(_first_local(frame))
+                extra = 1
+            argc = args_emit()
+            cg.call(1 + extra + argc + 1)
+            return
+        # select(fn, *args)(*args): the arguments go to the callee's frame
+        # straight from this frame's stack, so nothing else holds them
+        # during the call (see FrameRunner.select)
         extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
             extra = 1
-        argc = args_emit()
-        cg.call(1 + extra + argc + (1 if thunk else 0))
+        argc = extra + args_emit()
+        temps = [cg.new_temp() for _ in range(argc)]
+        for t in reversed(temps):
+            cg.emit("STORE_FAST", t)
+        cg.emit("PUSH_NULL")
+        cg.push_callable(self.runner_for(code).select)
+        self.make_function(frame, code)
+        for t in temps:
+            cg.emit("LOAD_FAST", t)
+        cg.call(1 + argc)
+        for t in temps:
+            cg.emit("LOAD_FAST", t)
+        for t in temps:
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", t)
+        cg.call(argc)
 
     def save_native_stack(self, null_mask) -> List[str]:
         """Pop the native stack into temporaries; NULL slots get a dummy."""
@@ -241,7 +263,12 @@ class BreakEmitter:
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False) -> None:
+                    thunk: bool = False, tail: bool = False) -> None:
+        """Call the resume function of ``frame`` at ``index``.  With ``tail``
+        (the call's result is returned at once), bytegraph's own temporaries
+        and generated parameters are cleared once the arguments are loaded:
+        in eager they were stack values the native instruction consumed, and
+        holding them for the rest of the call would keep objects alive."""
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
         code = resume_code(frame.code, index, tuple(null_mask), local_names)
@@ -254,11 +281,23 @@ class BreakEmitter:
                     n += 1
             if state_temp is not None:
                 cg.emit("LOAD_FAST", state_temp)
-                return n + 1
-            for name, v in locals_:
-                cg.reconstruct(v)
-            return n + len(locals_)
+                n += 1
+            else:
+                for name, v in locals_:
+                    cg.reconstruct(v)
+                n += len(locals_)
+            if tail:
+                self._clear_own_names()
+            return n
         self.call_generated(frame, code, args, thunk)
+
+    def _clear_own_names(self) -> None:
+        cg = self.cg
+        names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
+        names += [n for n in cg.root_code.co_varnames if n.startswith("___bg_")]
+        for name in dict.fromkeys(names):
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", name)
 
     # -- modes -------------------------------------------------------------------
     def emit(self, states: List[FrameState]) -> None:
@@ -291,7 +330,7 @@ class BreakEmitter:
                 native[-1].target = label
             cg.instrs.append(label)
             temps = self.save_native_stack(mask)
-            self.call_resume(root, s, mask, temps, st.locals)
+            self.call_resume(root, s, mask, temps, st.locals, tail=True)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
@@ -299,7 +338,7 @@ class BreakEmitter:
             mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
             temps = self.save_native_stack(mask)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals)
+            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:
@@ -447,7 +486,7 @@ class BreakEmitter:
         self.discard_native(tuple(null_mask[depth_there:depth_now]))
         mask = tuple(null_mask[:depth_there])
         temps = self.save_native_stack(mask)
-        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp)
+        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp, tail=True)
         cg.emit("RETURN_VALUE")
 
     def _emit_chain(self, states) -> None:

@@ -229,6 +229,33 @@ class FrameRunner(FrameCache):
                 return entry.call_with_closure(fn, args)
         return self._miss(fn, args, {})
 
+    def select(self, fn, /, *args):
+        """The function to call with ``args`` for generated function ``fn``
+        (compiling an entry on a miss), without calling it.
+
+        Transformed code calls ``select(fn, *args)(*args)`` rather than
+        ``runner(fn, *args)``: a Python-level wrapper would hold the argument
+        tuple for the whole call, keeping alive objects the callee frees
+        (``del x`` or an exhausted iterator in eager frees them at once).
+        """
+        cells = fn.__closure__
+        for entry in self._entries:
+            try:
+                hit = entry.guard.check(cells, *args)
+            except TypeError:
+                break
+            if hit:
+                STATS.cache_hits += 1
+                return entry.function_for(fn)
+        STATS.cache_misses += 1
+        if self._eager_reason is not None:
+            return fn
+        with _COMPILE_LOCK:
+            entry = self._lookup(fn, args, {})
+            if entry is None:
+                entry = self._compile(fn, args, {})
+        return fn if isinstance(entry, _Eager) else entry.function_for(fn)
+
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)
 
