@@ -20,6 +20,7 @@ consistent state), and the emitters below write the transformed code.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from typing import List, Optional, Tuple
 
@@ -125,6 +126,15 @@ def _live_at(frame, index: int):
     return live_locals(decode(frame.code))[index]
 
 
+def _keeps_alive(v) -> bool:
+    """A dead local still holds its object until the frame rebinds it or
+    returns (a weakref or ``__del__`` sees when it goes): the continuation
+    takes it too.  Graph tensors are the exception: outputting every dead
+    intermediate would cost memory, and only weakrefs to them could tell."""
+    from .values.tensors import TensorValue
+    return v is not None and not isinstance(v, (TensorValue, CellValue)) and not v.is_constant()
+
+
 class FrameState:
     """What one frame hands to its continuation: stack slots, locals, cells."""
 
@@ -136,7 +146,8 @@ class FrameState:
         cells = set(cell_names(frame.code))
         if local_names is None:
             live = _live_at(frame, index)
-            local_names = [n for n in plain_locals(frame.code) if n in live and n not in cells]
+            local_names = [n for n in plain_locals(frame.code) if n not in cells and (
+                n in live or n in frame.unrealized or _keeps_alive(frame.locals.get(n)))]
         self.locals = _bound_plain_locals(frame, local_names)
         self.state_dict = state_dict
         self.cells = [frame.locals[n] for n in cell_names(frame.code)]
@@ -178,7 +189,8 @@ class BreakEmitter:
         if ins.exn is not None:
             names |= _live_at(root, root.index_of[id(ins.exn.target)])
         cells = set(cell_names(root.code))
-        local_names = [n for n in plain_locals(root.code) if n in names and n not in cells]
+        local_names = [n for n in plain_locals(root.code) if n not in cells and (
+            n in names or n in root.unrealized or _keeps_alive(root.locals.get(n)))]
         return [FrameState(root, root.ip, list(root.stack), local_names)]
 
     def _successors(self) -> List[int]:
@@ -292,10 +304,36 @@ class BreakEmitter:
         self.call_generated(frame, code, args, thunk)
 
     def _clear_own_names(self) -> None:
+        """Drop this frame's references before its tail call: the arguments
+        moved the live values (and the still-bound dead ones, see
+        :func:`_keeps_alive`) into the continuation, which from now on is the
+        only holder, as the one eager frame was.  Cells are shared, not held."""
         cg = self.cg
+        code = cg.root_code
         names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
-        names += [n for n in cg.root_code.co_varnames if n.startswith("___bg_")]
+        names += [n for n in code.co_varnames if n not in code.co_cellvars]
         for name in dict.fromkeys(names):
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", name)
+
+    def release_rebound_arguments(self) -> None:
+        """Clear each argument of the root frame that the trace rebound or
+        deleted.  The transformed code never writes user locals, so such an
+        argument would otherwise keep its old object alive while the
+        continuation runs (``x = None`` before a break frees ``x`` in eager).
+        Runs after side effects are replayed and every carried value is staged
+        in a temporary, so nothing reads the argument afterwards."""
+        from .sources import LocalSource
+        root, cg = self.root, self.cg
+        code = root.code
+        n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+            + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+        for name in code.co_varnames[:n_args]:
+            if name in code.co_cellvars or name in root.unrealized:
+                continue
+            v = root.locals.get(name)
+            if v is not None and v.source == LocalSource(name):
+                continue
             cg.emit("LOAD_CONST", None)
             cg.emit("STORE_FAST", name)
 

@@ -155,8 +155,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         cg.continuation = True
         emitter.stage(states)
         cg.continuation = False
+        mark = cg.temp_mark()
         se.emit_replay(cg)
+        cg.release_temps_since(mark)
         cg.continuation = True
+        emitter.release_rebound_arguments()
         emitter.emit(states)
     else:
         cg.reconstruct(result)

@@ -40,7 +40,10 @@ def key_of(v: Value):
     if isinstance(v, TupleValue) and v.python_type().__eq__ is tuple.__eq__ \
             and v.python_type().__hash__ is tuple.__hash__:
         # equal tuples (named tuples too) are one key: compare item by item
-        return ("t", tuple(key_of(item) for item in v.items))
+        keys = tuple(key_of(item) for item in v.items)
+        if all(k[0] == "c" for k in keys):
+            return ("c", tuple(k[1] for k in keys))  # the key of the equal tuple constant
+        return ("t", keys)
     if isinstance(v, (ListValue, DictValue, DictViewValue)) or isinstance(v, SetValue) and not v.frozen:
         _raise_user(TypeError(f"unhashable type: '{v.python_type().__name__}'"))
     real = v.real_object()
@@ -646,6 +649,8 @@ class SetValue(Value):
                     tx.raise_python_exception(KeyError("pop from an empty set"))
                 tx.side_effects.mutate(self)
                 return el.pop(next(iter(el)))
+        if name == "copy" and not args and not kwargs and self.frozen and type(self) is SetValue:
+            return self  # an exact frozenset's copy is itself
         if name in ("union", "intersection", "difference", "symmetric_difference", "issubset",
                     "issuperset", "isdisjoint", "copy") and all_constant(self.elements.values()):
             if all(isinstance(a, SetValue) or a.is_constant() or isinstance(a, BaseListValue) for a in args):
