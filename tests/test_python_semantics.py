@@ -354,3 +354,38 @@ def test_frozenset_and_tuple_constructors_keep_identity():
         return frozenset(fs) is fs, fs.copy() is fs, tuple(t) is t
 
     assert_same_clean(f, (1, 2))
+
+
+def test_loop_with_unmodellable_dict_keys_keeps_every_local():
+    class Key3:
+        def __hash__(self):
+            return hash("key3")
+
+        def __eq__(self, other):
+            return isinstance(other, Key3) or isinstance(other, str) and other == "key3"
+
+    def f():
+        dicts = []
+        for key3 in ("key3", Key3()):
+            dicts.append({"key1": 42, key3: 44})
+            d = {}
+            d[key3] = 1
+            dicts.append(d)
+        return len(dicts), [len(d) for d in dicts], dicts[1]["key3"]
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_deeply_nested_structures_fall_back_instead_of_recursion_error():
+    def f():
+        a = []
+        for _ in range(sys.getrecursionlimit() + 100):
+            a = [a]
+        try:
+            repr(a)
+        except RecursionError:
+            return "recursion"
+        return "ok"
+
+    assert run_both(f)[:2] == (("ok", "recursion"), ("ok", "recursion"))

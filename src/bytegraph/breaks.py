@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
 from .errors import BreakRecord, Unsupported
-from .resume import (SUPER_SELF_ARG, Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
+from .resume import (STATE_ARG, SUPER_SELF_ARG, Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
                      resume_code)
 from .values.base import NullValue, Value
 from .values.cells import CellValue
@@ -329,8 +329,8 @@ class BreakEmitter:
         n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
             + bool(code.co_flags & inspect.CO_VARKEYWORDS)
         for name in code.co_varnames[:n_args]:
-            if name in code.co_cellvars or name in root.unrealized:
-                continue
+            if name in code.co_cellvars or name in root.unrealized or name == STATE_ARG:
+                continue  # (the state dict is read by the native instruction, see _native_copy)
             v = root.locals.get(name)
             if v is not None and v.source == LocalSource(name):
                 continue
@@ -400,6 +400,13 @@ class BreakEmitter:
 
     def _native_copy(self, ins, exn) -> list:
         pos = ins.positions
+        if ins.opname == "LOAD_FAST" and ins.argval in self.root.unrealized \
+                and self.root.state_source is not None and ins.argval in self.root.state_names:
+            # a local of a generated frame still in its state dict (it broke
+            # while being wrapped): the transformed code never unpacked it
+            return [instr("LOAD_FAST", STATE_ARG, positions=pos, exn=exn),
+                    instr("LOAD_CONST", ins.argval, positions=pos, exn=exn),
+                    instr("BINARY_SUBSCR", positions=pos, exn=exn)]
         if ins.opname == "CALL":
             # PRECALL already ran symbolically; natively the pair (and any
             # pending KW_NAMES) must run together.

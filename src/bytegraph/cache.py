@@ -130,6 +130,12 @@ class FrameCache:
             self._backend_failures += 1
             rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=self._backend_failures >= _STICKY_BACKEND_FAILURES)
+        except RecursionError:
+            # a structure nested deeper than bytegraph's own recursion (tracing,
+            # rebuilding it) can follow: the frame runs natively, as eager does
+            rec = BreakRecord("recursion_limit", "RecursionError while compiling (deeply nested data or calls)",
+                              _fn_location(fn), "the frame runs eagerly")
+            return self._fall_back(fn, rec, sticky=False)
         except Exception as e:
             if config.raise_on_error or self._fullgraph:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e

@@ -83,8 +83,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         if not all(_literal(k) or _identity_key(k) for k in obj):
-            raise Unsupported("dict with keys that are neither constants nor classes, functions or enums",
-                              kind="unsupported_dict")
+            return _opaque_container(tx, obj, source, "a dict with keys that are neither constants nor "
+                                     "classes, functions or enums", "unsupported_dict")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
@@ -102,8 +102,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return value
     if t in (set, frozenset):
         if not all(_literal(k) or _identity_key(k) for k in obj):
-            raise Unsupported("set of elements that are neither constants nor classes, functions or enums",
-                              kind="unsupported_set")
+            return _opaque_container(tx, obj, source, "a set of elements that are neither constants nor "
+                                     "classes, functions or enums", "unsupported_set")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("CONSTANT_MATCH", source, frozenset(obj)) if t is frozenset else
@@ -170,6 +170,17 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
+    """A pre-existing dict or set the tracer cannot model: held as it is
+    (guarded by type only, since nothing is read from it), and a graph break
+    wherever it is used."""
+    if source is not None:
+        tx.guards.add(Guard("TYPE_MATCH", source, type(obj)))
+    value = OpaqueValue(obj, source, f"using {why}", kind=kind, hint="it runs natively between graphs")
+    tx.side_effects.track_existing(obj, value)
+    return value
 
 
 def _identity_key_value(tx, k) -> Value:
