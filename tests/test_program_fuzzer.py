@@ -51,7 +51,6 @@ KNOWN_FAILING = {
     34: "bug G: next() twice on a generator mutating a global; compiled runs all 3 items",
     81: "bug G: a generator object created and never iterated runs its body",
     92: "bug G: next() on a generator calling a counter; compiled bumps the counter for every item",
-    443: "bug C: continue in a while loop with a graph break nested in a for loop: codegen stack underflow",
 }
 KNOWN_FAILING.update({seed: _G for seed in (214, 354, 485, 500, 609, 691, 801, 910, 1049, 1141, 1156, 1256,
                                             1298, 1635, 1693, 1893)})
