@@ -91,3 +91,283 @@ def test_dict_with_class_keys_guards_the_keys():
         assert compiled() == 2
     finally:
         config.force_transform = False
+
+
+# ---------------------------------------------------------------------------
+# graph breaks, resume functions, outlined loop bodies; lifetimes (issue 12
+# items 2 and 6)
+
+
+def test_return_in_inner_loop_after_a_break_in_nested_for_loops():
+    def f(x):
+        for i in range(3):
+            for j in range(2):
+                if x.max() > 1:
+                    return (x * 2).tolist()
+                x = x + 1
+        return x.tolist()
+
+    assert assert_same_clean(f, torch.zeros(2)) == ("ok", [4.0, 4.0])
+
+
+def test_return_in_inner_loop_after_a_break_in_while_and_for_loops():
+    def f(x):
+        i = 0
+        while i < 3:
+            for j in range(2):
+                if x.max() > 1:
+                    return (x * 2).tolist()
+                x = x + 1
+            i += 1
+        return x.tolist()
+
+    assert assert_same_clean(f, torch.zeros(2)) == ("ok", [4.0, 4.0])
+
+
+def test_break_and_continue_in_nested_loops_with_breaks_inside():
+    def f(n):
+        out = []
+        for i in range(n):
+            k = 0
+            while True:
+                print("", end="")
+                k += 1
+                if k > i:
+                    break
+                if k == 2:
+                    continue
+                out.append((i, k))
+            for j in range(3):
+                print("", end="")
+                if j == i:
+                    out.append(("hit", j))
+                    break
+            else:
+                out.append("no break")
+        return out
+
+    assert_same_clean(f, 4)
+
+
+def test_loop_body_local_bound_on_one_call_and_unbound_on_the_next():
+    def f(x, flag):
+        if flag:
+            y = 1
+        for i in range(2):
+            print("", end="")
+            x = x + 1
+        try:
+            return x + y
+        except UnboundLocalError:
+            return -x
+
+    compiled = bytegraph.compile(f, backend="eager")
+    config.force_transform = True
+    try:
+        assert compiled(0, True) == f(0, True) == 3
+        assert compiled(0, False) == f(0, False) == -2
+        assert compiled(5, True) == 8
+    finally:
+        config.force_transform = False
+
+
+def _set_and_delete_global():
+    global _BG_NEW_GLOBAL
+    _BG_NEW_GLOBAL = 1
+    r = _BG_NEW_GLOBAL + 1
+    del _BG_NEW_GLOBAL
+    return r, "_BG_NEW_GLOBAL" in globals()
+
+
+def test_global_set_and_deleted_in_the_trace_is_not_replayed_as_a_delete():
+    assert assert_same_clean(_set_and_delete_global) == ("ok", (2, False))
+    assert "_BG_NEW_GLOBAL" not in globals()
+
+
+def test_module_attribute_set_and_deleted_in_the_trace():
+    mod = types.ModuleType("bg_scratch")
+
+    def f():
+        mod.attr = 1
+        del mod.attr
+        return hasattr(mod, "attr")
+
+    assert assert_same_clean(f) == ("ok", False)
+    assert not hasattr(mod, "attr")
+
+
+def test_instance_attribute_set_and_deleted_in_the_trace():
+    class O:
+        pass
+
+    o = O()
+
+    def f():
+        o.newattr = 1
+        del o.newattr
+        return hasattr(o, "newattr")
+
+    assert assert_same_clean(f) == ("ok", False)
+    assert not hasattr(o, "newattr")
+
+
+def _closure_over(v):
+    def g():
+        return v
+    return g
+
+
+def test_local_holding_a_cell_object_survives_a_break():
+    g = _closure_over(5)
+
+    def f():
+        c = g.__closure__[0]
+        print("", end="")
+        d = locals()
+        return c.cell_contents, d["c"] is c, type(c).__name__
+
+    assert assert_same_clean(f) == ("ok", (5, True, "cell"))
+
+
+def test_locals_shows_a_cell_object_local_as_the_cell():
+    g = _closure_over(7)
+
+    def f():
+        c = g.__closure__[0]
+        return type(locals()["c"]).__name__
+
+    assert assert_same_clean(f) == ("ok", "cell")
+
+
+def _kw_helper(msg, buf):
+    print(msg, flush=True, file=buf, end="!\n")
+
+
+def test_breaking_keyword_call_in_an_inlined_helper_keeps_its_keywords():
+    def f():
+        buf = io.StringIO()
+        _kw_helper("hi", buf)
+        return buf.getvalue()
+
+    assert assert_same_clean(f) == ("ok", "hi!\n")
+
+
+def test_augmented_add_of_tensors_onto_an_int():
+    def f(x):
+        s = 0
+        for t in x:
+            s += t
+        return s.tolist()
+
+    assert_same_clean(f, torch.ones(3, 2))
+
+
+def test_zero_argument_super_in_a_resume_function():
+    class B:
+        def m(self, x):
+            return x + 1
+
+    class C(B):
+        def m(self, x):
+            print("", end="")
+            return super().m(x) * 2
+
+    def f(x):
+        return C().m(x)
+
+    assert assert_same_clean(f, 3) == ("ok", 8)
+
+
+class _Counted:
+    alive = 0
+
+    def __init__(self):
+        _Counted.alive += 1
+
+    def __del__(self):
+        _Counted.alive -= 1
+
+
+def _collect_quietly():
+    import gc
+    gc.collect()
+
+
+_collect_quietly._torchdynamo_disable = True   # (runs natively: a break)
+
+
+def test_objects_made_in_inlined_calls_are_freed_before_a_break():
+    # CPython's test_scope.testLeaks: x dies when f1 returns
+    def f():
+        def f1():
+            x = _Counted()
+
+            def f2():
+                return x
+            f2()
+        for i in range(3):
+            f1()
+        _collect_quietly()
+        return _Counted.alive
+
+    assert assert_same_clean(f) == ("ok", 0)
+
+
+def test_deleted_local_is_not_kept_alive_by_the_compiled_frame():
+    import weakref
+
+    class T:
+        pass
+
+    def f():
+        obj = T()
+        ref = weakref.ref(obj)
+        print("", end="")
+        del obj
+        _collect_quietly()
+        return ref() is None
+
+    assert assert_same_clean(f) == ("ok", True)
+
+
+def test_deleted_argument_of_a_resume_function_is_collectable():
+    import weakref
+
+    class T:
+        pass
+
+    def g(obj):
+        ref = weakref.ref(obj)
+        print("", end="")
+        del obj
+        _collect_quietly()
+        return ref() is None
+
+    def f():
+        return g(T())
+
+    assert assert_same_clean(f) == ("ok", True)
+
+
+def test_self_set_to_none_in_a_method_whose_self_is_a_cell_is_collectable():
+    # CPython's test_scope.testCellLeak
+    import weakref
+
+    def f():
+        class Tester:
+            def dig(self):
+                if 0:
+                    lambda: self
+                try:
+                    1 / 0
+                except Exception as exc:
+                    self.exc = exc
+                self = None
+        tester = Tester()
+        tester.dig()
+        ref = weakref.ref(tester)
+        del tester
+        _collect_quietly()
+        return ref() is None
+
+    assert assert_same_clean(f) == ("ok", True)

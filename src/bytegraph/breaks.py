@@ -20,6 +20,7 @@ consistent state), and the emitters below write the transformed code.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from typing import List, Optional, Tuple
 
@@ -109,7 +110,9 @@ def _bound_plain_locals(frame, names) -> List[Tuple[str, Value]]:
     out = []
     for name in names:
         v = frame.locals.get(name)
-        if v is not None and not isinstance(v, CellValue):
+        if v is not None:
+            # (``names`` are plain locals: a CellValue here is a cell object the
+            # user's code holds, e.g. ``c = f.__closure__[0]``, not a frame cell)
             out.append((name, v))
         elif v is None and name in frame.unrealized:
             out.append((name, UnrealizedLocal(frame, name)))
@@ -222,15 +225,34 @@ class BreakEmitter:
         if thunk:
             cg.push_callable(_ignoring_arguments)
             cg.load_object(self.runner_for(code))
-        else:
-            cg.push_callable(self.runner_for(code))
+            self.make_function(frame, code)
+            extra = 0
+            if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
+                cg.reconstruct(_first_local(frame))
+                extra = 1
+            argc = args_emit()
+            cg.call(2 + extra + argc)
+            return
+        # runner.select(fn, *args)(*args): the arguments sit in temporaries
+        # (cleared after their last read), so during the call only the
+        # callee's frame holds them, as in Python
         self.make_function(frame, code)
-        extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
-            extra = 1
-        argc = args_emit()
-        cg.call(1 + extra + argc + (1 if thunk else 0))
+            argc = 1 + args_emit()
+        else:
+            argc = args_emit()
+        temps = [cg.new_temp() for _ in range(argc + 1)]
+        for t in reversed(temps):
+            cg.emit("STORE_FAST", t)
+        cg.emit("PUSH_NULL")
+        cg.push_callable(self.runner_for(code).select)
+        for t in temps:
+            cg.emit("LOAD_FAST", t)
+        cg.call(len(temps))
+        for t in temps[1:]:
+            cg.emit("LOAD_FAST", t)
+        cg.call(argc)
 
     def save_native_stack(self, null_mask) -> List[str]:
         """Pop the native stack into temporaries; NULL slots get a dummy."""
@@ -262,7 +284,40 @@ class BreakEmitter:
 
     # -- modes -------------------------------------------------------------------
     def emit(self, states: List[FrameState]) -> None:
+        self.cg.clearable = frozenset(self.clearable_args(states))
+        self.cg.clear_at = len(self.cg.instrs)
         getattr(self, "_emit_" + self.plan.mode)(states)
+
+    def clearable_args(self, states: List[FrameState]) -> List[str]:
+        """Arguments of the transformed frame that it must not keep alive.
+
+        Its argument slots keep what the call passed.  A value the trace
+        deleted or rebound (``del obj``, ``self = None``) Python has let go;
+        one handed to a resume function belongs to that frame (which may
+        delete it).  Each is deleted after its last read (Codegen.assemble).
+        Arguments still bound as passed and dead stay, as in Python's frame.
+        """
+        from .sources import LocalSource
+        root = self.root
+        code = root.code
+        n = code.co_argcount + code.co_kwonlyargcount
+        n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+        cells = set(cell_names(code))
+        passed = {name for st in states if st.frame is root for name, _ in st.locals}
+        if self.plan.mode == "loop":
+            passed |= set(plain_locals(code))
+        out = []
+        for name in code.co_varnames[:n]:
+            if name in cells:
+                continue
+            if name not in passed:
+                if name in root.unrealized:
+                    continue
+                v = root.locals.get(name)
+                if v is not None and v.source == LocalSource(name):
+                    continue
+            out.append(name)
+        return out
 
     def _push_stack(self, st: FrameState) -> None:
         for v in st.stack:
@@ -429,10 +484,12 @@ class BreakEmitter:
             nxt = instr("NOP", positions=cg.positions)
             if j < len(exits) - 1:
                 cg.emit("LOAD_FAST", payload)
+                cg.emit("LOAD_CONST", 0)
+                cg.emit("BINARY_SUBSCR")
                 cg.emit("LOAD_CONST", j)
                 cg.emit("COMPARE_OP", "==")
                 cg.emit("POP_JUMP_IF_FALSE", target=nxt)
-            self._leave_loop_to(target, len(outer), depths[target], st.null_mask, state_temp)
+            self._exit_loop_to(target, st.null_mask, depths[target], payload, state_temp)
             cg.instrs.append(nxt)
         if not exits:
             cg.emit("LOAD_CONST", None)
@@ -441,6 +498,22 @@ class BreakEmitter:
         if lp.is_for:
             end = root.index_of[id(root.instrs[lp.head].target)]
             self._leave_loop_to(end, len(outer) - 1, depths[end], st.null_mask, state_temp)
+
+    def _exit_loop_to(self, target: int, null_mask, depth_there: int, payload: str, state_temp) -> None:
+        """Continue at loop exit ``target`` with the stack the body handed back
+        (``payload[1]``, see :func:`resume.loop_body_code`)."""
+        cg = self.cg
+        self.discard_native(tuple(null_mask))
+        cg.emit("LOAD_FAST", payload)
+        cg.emit("LOAD_CONST", 1)
+        cg.emit("BINARY_SUBSCR")
+        cg.emit("UNPACK_SEQUENCE", arg=depth_there)
+        mask = (False,) * depth_there
+        temps = [cg.new_temp() for _ in mask]
+        for t in temps:   # UNPACK_SEQUENCE leaves the first item on top
+            cg.emit("STORE_FAST", t)
+        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp)
+        cg.emit("RETURN_VALUE")
 
     def _leave_loop_to(self, target: int, depth_now: int, depth_there: int, null_mask, state_temp) -> None:
         cg = self.cg

@@ -66,20 +66,26 @@ class FrameCache:
         and the dynamic-shape policy are not thread-safe).  The entry runs
         after the lock is released.
         """
+        entry = self._resolve(fn, args, kwargs)
+        if entry is None:
+            return fn(*args, **kwargs)
+        return self._run_entry(entry, fn, args, kwargs)
+
+    def _resolve(self, fn, args, kwargs) -> Optional[CacheEntry]:
+        """The entry to run for a call that missed, compiling it if needed;
+        None: run ``fn`` itself."""
         STATS.cache_misses += 1
         if self._eager_reason is not None:
-            return fn(*args, **kwargs)
+            return None
         try:
             inspect.signature(fn).bind(*args, **kwargs)
         except TypeError:
-            return fn(*args, **kwargs)
+            return None
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)
             if entry is None:
                 entry = self._compile(fn, args, kwargs)
-        if isinstance(entry, _Eager):
-            return fn(*args, **kwargs)
-        return self._run_entry(entry, fn, args, kwargs)
+        return None if isinstance(entry, _Eager) else entry
 
     def _lookup(self, fn, args, kwargs):
         """An entry whose guard holds for this call (the slow path's second look)."""
@@ -228,6 +234,26 @@ class FrameRunner(FrameCache):
                 STATS.cache_hits += 1
                 return entry.call_with_closure(fn, args)
         return self._miss(fn, args, {})
+
+    def select(self, fn, /, *args):
+        """The function to call for ``fn(*args)``: a compiled entry's code with
+        ``fn``'s closure, or ``fn`` itself.
+
+        Transformed code calls it and then makes the call itself, so the
+        arguments live only in the callee's frame: a runner frame holding
+        them for the whole call would keep alive what the user's code
+        deletes (``del obj``)."""
+        cells = fn.__closure__
+        for entry in self._entries:
+            try:
+                hit = entry.guard.check(cells, *args)
+            except TypeError:
+                break
+            if hit:
+                STATS.cache_hits += 1
+                return entry.bind(fn)
+        entry = self._resolve(fn, args, {})
+        return fn if entry is None else entry.bind(fn)
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)

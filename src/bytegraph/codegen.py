@@ -107,6 +107,10 @@ class Codegen:
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
         self._keepalive: List[object] = []
+        #: arguments of the frame the continuation owns (see BreakEmitter.clearable_args)
+        #: and where those it never reads are deleted
+        self.clearable: frozenset = frozenset()
+        self.clear_at = 0
         first = next((i for i in decode(root_code) if i.positions is not None and i.positions.lineno is not None),
                      None)
         self.positions = first.positions if first is not None else None
@@ -265,7 +269,43 @@ class Codegen:
                 break
 
     def assemble(self) -> types.CodeType:
-        return assemble(self.instrs, self.root_code)
+        return assemble(clear_dead_temps(self.instrs, self.clearable, self.clear_at), self.root_code)
+
+
+TEMP_PREFIX = "___bg_tmp"
+
+
+def clear_dead_temps(instrs: list, clearable=frozenset(), clear_at: int = 0) -> list:
+    """``instrs`` with a ``DELETE_FAST`` after each last read of a temporary
+    (and of the ``clearable`` locals; those never read are deleted at
+    instruction ``clear_at``).
+
+    Temporaries hold rebuilt objects (new objects, cells, results) for the
+    whole frame otherwise: a break's native call and its resume functions
+    would run with objects alive that Python had freed already (an object
+    made and dropped inside an inlined call, a ``self`` set to None).
+    """
+    from .bytecode import live_locals
+    live = live_locals(instrs)
+    n = len(instrs)
+    index = {id(ins): k for k, ins in enumerate(instrs)}
+    read = {ins.argval for ins in instrs if ins.opname == "LOAD_FAST"}
+    out = []
+    for k, ins in enumerate(instrs):
+        if k == clear_at:
+            for name in clearable:
+                if name not in read:
+                    out.append(instr("DELETE_FAST", name, positions=ins.positions))
+        out.append(ins)
+        if ins.opname != "LOAD_FAST" or not (ins.argval.startswith(TEMP_PREFIX) or ins.argval in clearable):
+            continue
+        # LOAD_FAST neither jumps nor ends a block: its only successor is k + 1
+        after = live[k + 1] if k + 1 < n else frozenset()
+        if ins.exn is not None:
+            after = after | live[index[id(ins.exn.target)]]
+        if ins.argval not in after:
+            out.append(instr("DELETE_FAST", ins.argval, positions=ins.positions, exn=ins.exn))
+    return out
 
 
 def _hashable(obj) -> bool:

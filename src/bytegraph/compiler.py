@@ -59,9 +59,13 @@ class CacheEntry:
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
+        return self.bind(fn)(*args)
+
+    def bind(self, fn):
+        """This entry's function for ``fn`` (a generated function with its own closure)."""
         if self.code is None:
-            return fn(*args)
-        return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)(*args)
+            return fn
+        return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)
 
 
 def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,

@@ -11,7 +11,8 @@ Two kinds of generated code objects, both built from a *base* code object
   ``co_freevars`` lists them all and ``co_cellvars`` is empty.
 * an **outlined loop body** (:func:`loop_body_code`) runs one iteration of a
   loop and returns ``(status, payload, locals())``: status 0 continue,
-  1 leave the loop to exit ``payload``, 2 return ``payload``.  The loop itself
+  1 leave the loop (payload: exit index and the stack there), 2 return
+  ``payload``.  The loop itself
   stays native in the caller, so a break inside the body never makes
   iterations nest (DESIGN.md §8).
 
@@ -294,6 +295,10 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    if any(null_mask):
+        # the body's exits hand the stack back in a tuple, which cannot hold NULL
+        from .errors import Unsupported
+        raise Unsupported("a loop with a NULL stack slot below it", kind="internal")
     b = _Builder(code)
     instrs = b.body
     depths = stack_depths(decode(code))
@@ -317,15 +322,29 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
     blocks: Dict[object, object] = {}
 
     def leave(status: int, payload_index: Optional[int], depth: int):
-        """A block that empties the stack and returns ``(status, payload, locals())``."""
+        """A block that empties the stack and returns ``(status, payload, locals())``.
+
+        Leaving to an exit (status 1), the payload is ``(exit index, stack)``:
+        the stack the exit expects, as the body has it.  The caller's copy of
+        the slots below the loop is not enough: a jump out of an inner loop of
+        an already outlined body may carry a value in them (its ``return``
+        value, moved below the popped iterators by ``SWAP``)."""
         key2 = (status, payload_index)
         if key2 in blocks:
             return blocks[key2]
         start = b.emit("NOP", into=b.epilogue)
-        for _ in range(depth):
-            b.emit("POP_TOP", into=b.epilogue)
-        b.emit("LOAD_CONST", status, into=b.epilogue)
-        b.emit("LOAD_CONST", payload_index, into=b.epilogue)
+        if status == 1:
+            b.emit("BUILD_TUPLE", arg=depth, into=b.epilogue)
+            b.emit("LOAD_CONST", payload_index, into=b.epilogue)
+            b.emit("SWAP", arg=2, into=b.epilogue)
+            b.emit("BUILD_TUPLE", arg=2, into=b.epilogue)
+            b.emit("LOAD_CONST", status, into=b.epilogue)
+            b.emit("SWAP", arg=2, into=b.epilogue)
+        else:
+            for _ in range(depth):
+                b.emit("POP_TOP", into=b.epilogue)
+            b.emit("LOAD_CONST", status, into=b.epilogue)
+            b.emit("LOAD_CONST", payload_index, into=b.epilogue)
         b.emit("PUSH_NULL", into=b.epilogue)
         b.emit("LOAD_CONST", builtins.locals, into=b.epilogue)
         b.emit("PRECALL", arg=0, into=b.epilogue)

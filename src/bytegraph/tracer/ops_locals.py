@@ -118,7 +118,7 @@ class LocalOps:
 
     def DELETE_GLOBAL(self, ins):
         self.load_global(ins.argval)
-        self.side_effects.store_global(self.f_globals, ins.argval, DELETED)
+        self.side_effects.delete_global(self.f_globals, ins.argval)
 
     # -- attributes --------------------------------------------------------------
     def LOAD_ATTR(self, ins):

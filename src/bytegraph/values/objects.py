@@ -66,7 +66,7 @@ class PythonModuleValue(Value):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().del_attr(tx, name)
         self.get_attr(tx, name)  # AttributeError if absent, as Python
-        tx.side_effects.store_global(self.module.__dict__, name, DELETED)
+        tx.side_effects.delete_global(self.module.__dict__, name)
 
     def reconstruct(self, cg):
         if self.source is not None:
