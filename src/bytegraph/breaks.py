@@ -46,13 +46,6 @@ def plan_break(exc: Unsupported) -> BreakPlan:
     frame = getattr(exc, "frame", None)
     if frame is None:
         raise exc
-    if any(f.exc_stack for f in frame_chain(frame)):
-        # The exception being handled (what a bare `raise` or sys.exc_info()
-        # sees) cannot be handed to a resume function: run the frame eagerly.
-        inside = Unsupported(f"{exc.explanation}, inside an exception handler", kind="break_in_handler",
-                             hint="the frame runs eagerly; move the construct out of the except/finally block")
-        inside.location = exc.location
-        raise inside
     index, step = exc.index, exc.step
     record = exc.record()
     while True:
@@ -143,11 +136,15 @@ class FrameState:
         self.locals = _bound_plain_locals(frame, local_names)
         self.state_dict = state_dict
         self.cells = [frame.locals[n] for n in cell_names(frame.code)]
+        #: ``(stack index of the saved previous exception, exception)`` of each
+        #: handler the frame is in, outermost first (see Frame.exc_depths)
+        self.exc_levels = list(zip(frame.exc_depths, frame.exc_stack))
 
     def values(self) -> List[Value]:
         out = [v for v in self.stack if not isinstance(v, NullValue)]
         out += [v for _, v in self.locals]
         out += self.cells
+        out += [exc for _, exc in self.exc_levels]
         return out
 
 
@@ -165,6 +162,17 @@ class BreakEmitter:
     # -- what must survive --------------------------------------------------
     def states(self) -> List[FrameState]:
         plan = self.plan
+        handling = [f for f in self.frames[1:] if f.exc_stack] if plan.mode == "chain" else \
+            ([self.root] if plan.mode == "loop" and self.root.exc_stack else [])
+        if handling:
+            # Only the root frame's own handlers are re-established (_emit_instr):
+            # inlined frames' continuations would each need theirs around the
+            # calls of the frames inside them.
+            inside = Unsupported(f"{plan.record.explanation}, inside an exception handler of an inlined call",
+                                 kind="break_in_handler",
+                                 hint="the frame runs eagerly; move the construct out of the except/finally block")
+            inside.location = plan.record.location
+            raise inside
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
@@ -263,17 +271,25 @@ class BreakEmitter:
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False) -> None:
+                    thunk: bool = False, exc_levels=()) -> None:
+        """Call the resume function of ``frame`` at ``index``; ``exc_levels``
+        (see FrameState) are the handlers it resumes inside: their saved
+        previous exceptions are not passed, the resume prologue makes them
+        again with ``PUSH_EXC_INFO`` of each exception (passed instead)."""
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
-        code = resume_code(frame.code, index, tuple(null_mask), local_names)
+        exc_slots = tuple(d for d, _ in exc_levels)
+        code = resume_code(frame.code, index, tuple(null_mask), local_names, exc_slots)
 
         def args():
             n = 0
-            for is_null, t in zip(null_mask, stack_temps):
-                if not is_null:
+            for i, (is_null, t) in enumerate(zip(null_mask, stack_temps)):
+                if not is_null and i not in exc_slots:
                     cg.emit("LOAD_FAST", t)
                     n += 1
+            for _, exc in exc_levels:
+                cg.reconstruct(exc)
+                n += 1
             if state_temp is not None:
                 cg.emit("LOAD_FAST", state_temp)
                 return n + 1
@@ -319,15 +335,43 @@ class BreakEmitter:
             out.append(name)
         return out
 
-    def _push_stack(self, st: FrameState) -> None:
-        for v in st.stack:
-            self.cg.reconstruct(v)
+    def _push_stack(self, st: FrameState) -> Optional[str]:
+        """Push ``st``'s stack.  Inside handlers, each saved previous exception
+        is made by ``PUSH_EXC_INFO`` of the handled exception, as the
+        handler's own entry did: the native instruction then sees the
+        exception being handled (bare ``raise``, ``sys.exc_info()``, the
+        ``__context__`` of what it raises).  Returns the temporary holding
+        the exception the caller was handling (None outside handlers)."""
+        cg = self.cg
+        prev_at = dict(st.exc_levels)
+        outer_prev = None
+        for i, v in enumerate(st.stack):
+            if i not in prev_at:
+                cg.reconstruct(v)
+                continue
+            cg.reconstruct(prev_at[i])
+            cg.emit("PUSH_EXC_INFO")
+            cg.emit("POP_TOP")
+            if outer_prev is None:
+                outer_prev = cg.new_temp()
+                cg.emit("COPY", arg=1)
+                cg.emit("STORE_FAST", outer_prev)
+        return outer_prev
+
+    def _restore_exc_info(self, outer_prev: Optional[str]) -> None:
+        """Leave the handlers entered by _push_stack (the resume function enters them again)."""
+        if outer_prev is not None:
+            self.cg.emit("LOAD_FAST", outer_prev)
+            self.cg.emit("POP_EXCEPT")
 
     def _emit_instr(self, states) -> None:
         cg, root = self.cg, self.root
         (st,) = states
-        self._push_stack(st)
         ins = root.instrs[root.ip]
+        if st.exc_levels and ins.exn is None:
+            # (never from CPython's compiler: a handler's body is covered by its cleanup)
+            raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
+        outer_prev = self._push_stack(st)
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
@@ -346,15 +390,19 @@ class BreakEmitter:
                 native[-1].target = label
             cg.instrs.append(label)
             temps = self.save_native_stack(mask)
-            self.call_resume(root, s, mask, temps, st.locals)
+            self._restore_exc_info(outer_prev)
+            levels = [(d, exc) for d, exc in st.exc_levels if d < len(mask)]
+            self.call_resume(root, s, mask, temps, st.locals, exc_levels=levels)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
             e = ins.exn
             mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
             temps = self.save_native_stack(mask)
+            self._restore_exc_info(outer_prev)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals)
+            levels = [(d, exc) for d, exc in st.exc_levels if d < e.depth]
+            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, exc_levels=levels)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:
@@ -531,6 +579,21 @@ class BreakEmitter:
         which calls the thunk inside the block."""
         cg = self.cg
         carried = None   # (kind, temp): "result" of the inner continuation, or its "thunk"
+        levels = states[0].exc_levels
+        outer_prev = cleanup = None
+        if levels:
+            # The root is inside handlers: the inner frames' continuations run
+            # (before the root's) with its exception being handled.  Leaving
+            # by an exception, the section restores the caller's, as the
+            # root's handler cleanup would have.
+            outer_prev = cg.new_temp()
+            for j, (_, exc) in enumerate(levels):
+                cg.reconstruct(exc)
+                cg.emit("PUSH_EXC_INFO")
+                cg.emit("POP_TOP")
+                cg.emit("STORE_FAST" if j == 0 else "POP_TOP", outer_prev if j == 0 else None)
+            cleanup = instr("NOP", positions=cg.positions)
+            protected_from = len(cg.instrs)
         for st in reversed(states):
             frame = st.frame
             index = st.index
@@ -552,8 +615,19 @@ class BreakEmitter:
                 mask += call_mask
                 stack_temps += call_temps
             if frame is self.root:
-                self.call_resume(frame, index, mask, stack_temps, st.locals)
+                if levels:
+                    from .bytecode import ExnEntry
+                    entry = ExnEntry(cleanup, 0, False)
+                    for ins in cg.instrs[protected_from:]:
+                        if ins.exn is None:
+                            ins.exn = entry
+                    self._restore_exc_info(outer_prev)
+                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels)
                 cg.emit("RETURN_VALUE")
+                if levels:
+                    cg.instrs.append(cleanup)
+                    self._restore_exc_info(outer_prev)
+                    cg.emit("RERAISE", arg=0)
                 continue
             thunk = _in_protected_block(frame.parent)
             self.call_resume(frame, index, mask, stack_temps, st.locals, thunk=thunk)

@@ -299,6 +299,8 @@ def clear_dead_temps(instrs: list, clearable=frozenset(), clear_at: int = 0) -> 
         out.append(ins)
         if ins.opname != "LOAD_FAST" or not (ins.argval.startswith(TEMP_PREFIX) or ins.argval in clearable):
             continue
+        # (not after a dead STORE_FAST: a NULL stack slot saved that way leaves
+        # the temporary unbound)
         # LOAD_FAST neither jumps nor ends a block: its only successor is k + 1
         after = live[k + 1] if k + 1 < n else frozenset()
         if ins.exn is not None:

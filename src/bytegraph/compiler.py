@@ -81,6 +81,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     kept = _without_call_closure(fn) if closure_param else fn
     plan: Optional[BreakPlan] = None
     trace = Trace(fn, policy, backend_name)
+    failure = None
     try:
         result = trace.run(args, kwargs)
     except UserException:
@@ -88,7 +89,13 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
-        plan = plan_break(_outside_open_contexts(trace, e))
+        failure = e
+    if failure is not None:
+        # (outside the except block: nothing the retraces do may see
+        # bytegraph's own exception as the one being handled)
+        failure = _outside_open_contexts(trace, failure)
+        trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
+        plan = plan_break(failure)
         trace = Trace(fn, policy, backend_name)
         trace.stop_step = plan.step
         try:
@@ -234,6 +241,45 @@ def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
                         kind=e.kind, hint=e.hint)
     moved.location, moved.frame, moved.index, moved.step = ctx.location, ctx.frame, ctx.index, ctx.step
     return moved
+
+
+def _before_traced_raises(trace: Trace, failure: Unsupported, fn, args, kwargs, policy, backend_name):
+    """Move a break inside an exception handler to where the handled
+    exception was raised, when that raise happened in the trace.
+
+    Code after a break inside a handler runs with the handled exception
+    established natively (a bare ``raise``, ``sys.exc_info()``, chaining).
+    An exception raised in the trace is symbolic: rebuilding it would lose
+    its traceback, its context and its identity.  Breaking at its raise
+    instead makes the native code raise the real one, and the handler runs
+    in a resume function that receives it.  The trace is run again to that
+    step to see the state there (which may be inside an earlier handler in
+    turn: the steps only decrease).
+    """
+    while True:
+        frame = getattr(failure, "frame", None)
+        if frame is None:
+            return trace, failure
+        from .breaks import frame_chain
+        steps = [trace.raise_steps[id(v)][1] for f in frame_chain(frame) for v in f.exc_stack
+                 if id(v) in trace.raise_steps]
+        if not steps:
+            return trace, failure
+        step = min(steps)
+        trace = Trace(fn, policy, backend_name)
+        trace.stop_step = step
+        try:
+            trace.run(args, kwargs)
+        except (UserException, Unsupported):
+            trace.stopped_frame = None
+        stopped = trace.stopped_frame
+        if stopped is None:
+            raise Unsupported("the retrace did not reach the raise of a handled exception", kind="internal")
+        moved = Unsupported(f"{failure.explanation} at {failure.location}, inside the handler of an exception "
+                            "raised in the trace: the break moves to its raise", kind=failure.kind,
+                            hint=failure.hint)
+        moved.location, moved.frame, moved.index, moved.step = stopped.location(), stopped, stopped.ip, step
+        failure = _outside_open_contexts(trace, moved)
 
 
 def _guard_disjoint_storage(trace: Trace) -> None:

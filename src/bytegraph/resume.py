@@ -41,6 +41,7 @@ UNBOUND = _Unbound()
 
 STATE_ARG = "___bg_state"
 ITEM_ARG = "___bg_item"
+EXC_ARG = "___bg_exc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,9 +179,19 @@ class _Builder:
         self.emit("DELETE_FAST", STATE_ARG)
         self.state_end = len(self.prologue)
 
-    def push_stack(self, null_mask: Sequence[bool], names: Sequence[Optional[str]]) -> None:
-        for is_null, name in zip(null_mask, names):
-            if is_null:
+    def push_stack(self, null_mask: Sequence[bool], names: Sequence[Optional[str]], exc_slots=()) -> None:
+        """Push the stack from the parameters; each slot of ``exc_slots`` (a
+        handler's saved previous exception) is made by ``PUSH_EXC_INFO`` of
+        the handled exception, its parameter ``___bg_exc<j>``: the frame is
+        inside that handler again, as when the break happened."""
+        for i, (is_null, name) in enumerate(zip(null_mask, names)):
+            if i in exc_slots:
+                exc = f"{EXC_ARG}{exc_slots.index(i)}"
+                self.emit("LOAD_FAST", exc)
+                self.emit("DELETE_FAST", exc)
+                self.emit("PUSH_EXC_INFO")
+                self.emit("POP_TOP")
+            elif is_null:
                 self.emit("PUSH_NULL")
             elif name is None:
                 self.emit("LOAD_CONST", None)
@@ -208,31 +219,35 @@ class _Builder:
 
 
 def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
-                local_names: Optional[Tuple[str, ...]]) -> types.CodeType:
+                local_names: Optional[Tuple[str, ...]], exc_slots: Tuple[int, ...] = ()) -> types.CodeType:
     """Resume ``code`` at instruction ``index`` with a stack of ``len(null_mask)`` slots.
 
     ``local_names`` are the locals passed as arguments after the stack values;
-    ``None`` means one state dict instead.
+    ``None`` means one state dict instead.  ``exc_slots``: stack slots of the
+    handlers the frame resumes inside (see ``_Builder.push_stack``); the
+    handled exceptions are passed after the stack values, instead of them.
 
     Example (the arguments of the function this returns)::
 
         resume_code(f.__code__, 12, (False,), ("x", "y"))  # (___bg_s0, x, y)
+        resume_code(f.__code__, 30, (False, False), ("x",), (0,))  # (___bg_s1, ___bg_exc0, x)
     """
     base, base_index = base_position(code, index)
-    key = ("resume", base, base_index, null_mask, local_names)
+    key = ("resume", base, base_index, null_mask, local_names, exc_slots)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     b = _Builder(base)
-    stack_names = [None if is_null else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
+    stack_names = [None if is_null or i in exc_slots else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
     b.params = [n for n in stack_names if n is not None]
+    b.params += [f"{EXC_ARG}{j}" for j in range(len(exc_slots))]
     b.start()
     if local_names is None:
         b.params.append(STATE_ARG)
         b.unpack_state()
     else:
         b.params.extend(local_names)
-    b.push_stack(null_mask, stack_names)
+    b.push_stack(null_mask, stack_names, exc_slots)
     b.emit("JUMP", target=b.body[base_index])
     out = b.assemble(f"resume_at_{base_index}", "resume")
     _CACHE[key] = out

@@ -72,7 +72,12 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.returned = False
         self.return_value: Optional[Value] = None
         self.current = None
+        #: exceptions being handled by this frame's except/finally blocks,
+        #: innermost last, and the stack index of each one's saved previous
+        #: exception (the slot ``PUSH_EXC_INFO`` pushed): a break inside a
+        #: handler re-establishes them there (breaks.BreakEmitter)
         self.exc_stack: List[Value] = []
+        self.exc_depths: List[int] = []
         #: items a generator frame has yielded (None for ordinary frames)
         self.yielded: Optional[List[Value]] = None
         #: a generator frame that stops at each ``yield`` (see start_generator)
@@ -216,6 +221,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             try:
                 handler(self, ins)
             except UserException as exc:
+                trace.raise_steps.setdefault(id(exc.value), (exc.value, self.step))
                 if not self._unwind_to_handler(exc, ins):
                     raise
             except Unsupported as exc:

@@ -56,6 +56,9 @@ class Trace:
         self.open_contexts: list = []
         #: torch.autocast blocks entered in the graph and not yet left
         self.open_autocasts: list = []
+        #: id(exception value) -> (value, trace step of the instruction that
+        #: first raised it in this trace): a break inside its handler moves there
+        self.raise_steps: Dict[int, tuple] = {}
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)

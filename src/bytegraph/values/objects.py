@@ -356,6 +356,39 @@ class ExceptionValue(Value):
         cg.call(len(self.args))
 
 
+class SymbolicTracebackValue(Value):
+    """The ``__traceback__`` of an exception raised in the trace (what a
+    ``with`` block's ``__exit__`` receives).
+
+    The real traceback exists only once the exception is raised natively.
+    It is not None (``tb is None`` is answered); any other use is a graph
+    break, which moves to where the exception was raised (see
+    ``compiler._before_traced_raises``), so that it is real after it.
+    """
+
+    def python_type(self):
+        return types.TracebackType
+
+    def _fail(self):
+        raise Unsupported("using the traceback of an exception raised in the trace", kind="symbolic_traceback")
+
+    def get_attr(self, tx, name):
+        self._fail()
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        self._fail()
+
+
+def traceback_of(tx, exc: Value) -> Value:
+    """``exc.__traceback__`` for the exception a handler or ``__exit__`` gets."""
+    if exc.source is not None:
+        return exc.get_attr(tx, "__traceback__")
+    return SymbolicTracebackValue()
+
+
 class GradModeValue(Value):
     """``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``
     used as a context manager (or ``set_grad_enabled`` as a call).
