@@ -371,3 +371,262 @@ def test_self_set_to_none_in_a_method_whose_self_is_a_cell_is_collectable():
         return ref() is None
 
     assert assert_same_clean(f) == ("ok", True)
+
+
+# ---------------------------------------------------------------------------
+# graph breaks inside exception handlers: the handled exception is
+# re-established natively (issue 12)
+
+
+def _assert_same_no_eager_run(fn, *args):
+    """Compiled equals eager; frames ran eagerly only where the trace found
+    they raise (an entry that runs the original code, counted as a fallback)."""
+    eager, compiled, fallbacks, frames = run_both(fn, *args)
+    assert compiled == eager
+    assert frames > 0
+    return compiled
+
+
+def test_exc_info_inside_a_handler_after_a_break():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            print("", end="")
+            info = sys.exc_info()
+            return type(info[1]).__name__, info[1] is e, str(e)
+
+    assert assert_same_clean(f) == ("ok", ("ValueError", True, "a"))
+
+
+def test_bare_raise_after_a_break_in_a_handler():
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                print("", end="")
+                raise
+        except ValueError as e:
+            return str(e), e.__context__, e.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", ("a", None, True))
+
+
+def test_exception_raised_after_a_break_in_a_handler_chains_the_handled_one():
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                print("", end="")
+                raise KeyError("k")
+        except KeyError as e:
+            return repr(e.__context__), e.__context__.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", ("ValueError('a')", True))
+
+
+def test_handled_exception_is_restored_after_the_handler_and_in_nested_handlers():
+    def f():
+        try:
+            1 / 0
+        except ZeroDivisionError as e:
+            try:
+                raise KeyError("x")
+            except KeyError as k:
+                print("", end="")
+                inner = (sys.exc_info()[0].__name__, k.__context__ is e)
+            middle = sys.exc_info()[0].__name__
+        return inner, middle, sys.exc_info()
+
+    assert assert_same_clean(f) == ("ok", (("KeyError", True), "ZeroDivisionError", (None, None, None)))
+
+
+def test_except_as_name_is_unbound_after_a_handler_with_a_break():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            print("", end="")
+        try:
+            e
+        except NameError:
+            return "unbound"
+        return "bound"
+
+    assert assert_same_clean(f) == ("ok", "unbound")
+
+
+def test_break_in_a_handler_of_a_natively_raised_exception():
+    def f(x):
+        try:
+            return x[5]
+        except IndexError as e:
+            print("", end="")
+            return sys.exc_info()[0].__name__, str(e)
+
+    assert assert_same_clean(f, [1]) == ("ok", ("IndexError", "list index out of range"))
+
+
+def test_break_in_a_handler_inside_a_loop():
+    def f():
+        out = []
+        for i in range(3):
+            try:
+                if i == 1:
+                    raise ValueError(i)
+                out.append(i)
+            except ValueError as e:
+                print("", end="")
+                out.append((str(e), sys.exc_info()[0].__name__))
+        return out, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", ([0, ("1", "ValueError"), 2], None))
+
+
+def test_raised_exception_object_keeps_its_identity_across_a_break():
+    def f():
+        err = KeyError("e")
+        try:
+            raise err
+        except KeyError as e:
+            print("", end="")
+            return e is err, e.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", (True, True))
+
+
+def test_raise_from_after_a_break_in_a_handler():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            try:
+                print("", end="")
+                raise TypeError("t") from e
+            except TypeError as t:
+                return t.__cause__ is e, t.__context__ is e, t.__suppress_context__
+
+    assert assert_same_clean(f) == ("ok", (True, True, True))
+
+
+def _exc_type_now():
+    print("", end="")
+    return sys.exc_info()[0]
+
+
+def test_inlined_helper_breaking_inside_a_callers_handler_sees_the_exception():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError:
+            r = _exc_type_now()
+        return r, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", (ValueError, None))
+
+
+def _breaks_then_raises():
+    print("", end="")
+    raise KeyError("k")
+
+
+def _calls_breaks_then_raises():
+    return _breaks_then_raises()
+
+
+def test_exception_from_a_continuation_inside_a_callers_handler_restores_exc_info():
+    def g():
+        try:
+            raise ValueError("v")
+        except ValueError:
+            return _calls_breaks_then_raises()
+
+    def f():
+        try:
+            g()
+        except KeyError as k:
+            ctx = repr(k.__context__)
+        return ctx, sys.exc_info()
+
+    assert _assert_same_no_eager_run(f) == ("ok", ("ValueError('v')", (None, None, None)))
+
+
+class _ExitSeesTraceback:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, t, v, tb):
+        self.seen = (t, tb is None)
+        return True
+
+
+def test_exit_of_a_with_block_gets_the_traceback_of_the_exception():
+    def f():
+        c = _ExitSeesTraceback()
+        with c:
+            raise ValueError
+        return c.seen
+
+    assert assert_same_clean(f) == ("ok", (ValueError, False))
+
+
+def test_assert_raises_context_with_a_break_in_its_exit():
+    import unittest
+
+    class T(unittest.TestCase):
+        def runTest(self):
+            pass
+
+    tc = T()
+
+    def f():
+        with tc.assertRaises(ZeroDivisionError) as cm:
+            1 / 0
+        return type(cm.exception).__name__, cm.exception.__traceback__, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", ("ZeroDivisionError", None, None))
+
+
+def test_bare_raise_in_a_helper_reraises_the_callers_handled_exception():
+    def reraise():
+        raise
+
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                reraise()
+        except ValueError as e:
+            return str(e)
+
+    assert assert_same_clean(f) == ("ok", "a")
+
+
+def test_bare_raise_outside_any_handler_in_the_trace_runs_natively():
+    def f():
+        try:
+            raise
+        except RuntimeError as e:
+            return type(e).__name__
+    # the compiled function is called while its caller handles an exception:
+    # a bare raise re-raises that one, as in Python
+
+    def outer(fn):
+        try:
+            raise KeyError("outer")
+        except KeyError:
+            try:
+                return fn()
+            except KeyError as e:
+                return "reraised " + str(e)
+
+    config.force_transform = True
+    try:
+        compiled = bytegraph.compile(f, backend="eager")
+        assert outer(compiled) == outer(f) == "reraised 'outer'"
+        assert compiled() == f() == "RuntimeError"
+    finally:
+        config.force_transform = False
