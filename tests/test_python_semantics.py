@@ -630,3 +630,72 @@ def test_bare_raise_outside_any_handler_in_the_trace_runs_natively():
         assert compiled() == f() == "RuntimeError"
     finally:
         config.force_transform = False
+
+
+def _breaks_and_raises_key_error():
+    print("", end="")
+    raise KeyError("k")
+
+
+def _passes_it_on():
+    return _breaks_and_raises_key_error()
+
+
+def test_exception_from_an_inner_continuation_reaches_an_outer_try():
+    # the continuations below a call inside a try block run inside it
+    def f():
+        try:
+            _passes_it_on()
+        except KeyError as e:
+            return "caught " + str(e)
+
+    assert _assert_same_no_eager_run(f) == ("ok", "caught 'k'")
+
+
+def test_reading_the_frames_own_unbound_cell_is_an_unbound_local_error():
+    def f():
+        def g():
+            return y
+        try:
+            y
+        except UnboundLocalError:
+            r = "unbound local"
+        except NameError:
+            r = "name error"
+        y = 2
+        return r, g()
+
+    assert assert_same_clean(f) == ("ok", ("unbound local", 2))
+
+
+def test_reading_the_frames_own_unbound_cell_after_a_break():
+    def f():
+        def g():
+            return y
+        print("", end="")
+        try:
+            y
+        except UnboundLocalError:
+            r = "unbound local"
+        except NameError:
+            r = "name error"
+        y = 2
+        return r, g()
+
+    assert assert_same_clean(f) == ("ok", ("unbound local", 2))
+
+
+def test_free_variable_unbound_after_a_break_is_a_name_error():
+    def f():
+        def inner():
+            print("", end="")
+            return y
+        try:
+            inner()
+        except UnboundLocalError:
+            return "unbound local"
+        except NameError:
+            return "name error"
+        y = 1
+
+    assert _assert_same_no_eager_run(f) == ("ok", "name error")

@@ -67,7 +67,7 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         outermost_indirect = None
         f = frame
         while f.parent is not None:
-            if not f.direct_call or (_in_protected_block(f.parent) and not _is_plain_call(f.parent)):
+            if not f.direct_call or (_deferred(f) and not _is_plain_call(f.parent)):
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
@@ -80,6 +80,19 @@ def plan_break(exc: Unsupported) -> BreakPlan:
 def _is_plain_call(frame) -> bool:
     """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
     return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
+
+
+def _deferred(frame) -> bool:
+    """Whether ``frame``'s continuation must run as a thunk, from its caller's
+    continuation re-running the call (see BreakEmitter._emit_chain): some
+    caller up the chain is inside a try/with block, whose handler must see
+    what the continuations inside it raise."""
+    g = frame.parent
+    while g is not None:
+        if _in_protected_block(g):
+            return True
+        g = g.parent
+    return False
 
 
 def _in_protected_block(frame) -> bool:
@@ -176,8 +189,8 @@ class BreakEmitter:
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
-            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _in_protected_block(f)
-                               else _resume_index(f), list(f.stack)) for f in self.frames]
+            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _deferred(self.frames[i + 1])
+                               else _resume_index(f), list(f.stack)) for i, f in enumerate(self.frames)]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -629,7 +642,7 @@ class BreakEmitter:
                     self._restore_exc_info(outer_prev)
                     cg.emit("RERAISE", arg=0)
                 continue
-            thunk = _in_protected_block(frame.parent)
+            thunk = _deferred(frame)
             self.call_resume(frame, index, mask, stack_temps, st.locals, thunk=thunk)
             temp = cg.new_temp()
             cg.emit("STORE_FAST", temp)

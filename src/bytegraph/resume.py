@@ -144,6 +144,36 @@ class _Builder:
         #: function of such code takes the original first argument first
         self.super_self = uses_zero_arg_super(base)
 
+    def own_cells_stay_local(self) -> None:
+        """Keep ``UnboundLocalError`` for the base frame's own empty cells.
+
+        Generated code receives every cell through its closure (free
+        variables), and CPython reports an empty free variable as a
+        ``NameError``.  Each read or delete of one of the base's own cells
+        gets a handler that raises the ``UnboundLocalError`` the base code
+        would have raised there (same line; the NameError is dropped before
+        it becomes anyone's context), into the instruction's own handler.
+        """
+        own = set(self.base.co_cellvars)
+        if not own:
+            return
+        depths = stack_depths(decode(self.base))
+        from .bytecode import ExnEntry
+        for k, ins in enumerate(self.body):
+            if ins.opname not in ("LOAD_DEREF", "DELETE_DEREF") or ins.argval not in own or depths[k] < 0:
+                continue
+            pos = ins.positions
+            block = [instr("POP_TOP", positions=pos, exn=ins.exn),
+                     instr("PUSH_NULL", positions=pos, exn=ins.exn),
+                     instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn),
+                     instr("LOAD_CONST", f"cannot access local variable '{ins.argval}' where it is not "
+                                         "associated with a value", positions=pos, exn=ins.exn),
+                     instr("PRECALL", arg=1, positions=pos, exn=ins.exn),
+                     instr("CALL", arg=1, positions=pos, exn=ins.exn),
+                     instr("RAISE_VARARGS", arg=1, positions=pos, exn=ins.exn)]
+            self.epilogue.extend(block)
+            ins.exn = ExnEntry(block[0], depths[k], False)
+
     def emit(self, opname, argval=None, *, arg=None, target=None, into=None):
         ins = instr(opname, argval, arg=arg, target=target, positions=self.positions)
         (self.prologue if into is None else into).append(ins)
@@ -238,6 +268,7 @@ def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
     if hit is not None:
         return hit
     b = _Builder(base)
+    b.own_cells_stay_local()
     stack_names = [None if is_null or i in exc_slots else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
     b.params = [n for n in stack_names if n is not None]
     b.params += [f"{EXC_ARG}{j}" for j in range(len(exc_slots))]
@@ -315,6 +346,7 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
         from .errors import Unsupported
         raise Unsupported("a loop with a NULL stack slot below it", kind="internal")
     b = _Builder(code)
+    b.own_cells_stay_local()
     instrs = b.body
     depths = stack_depths(decode(code))
     index = {id(i): k for k, i in enumerate(instrs)}
