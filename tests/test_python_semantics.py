@@ -699,3 +699,84 @@ def test_free_variable_unbound_after_a_break_is_a_name_error():
         y = 1
 
     assert _assert_same_no_eager_run(f) == ("ok", "name error")
+
+
+def test_functools_wraps_wrapper_binds_its_own_parameters():
+    import functools
+
+    def deco(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            print("", end="")
+            return func(*args, **kwargs), args, kwargs
+        return wrapper
+
+    @deco
+    def target(a, b=2):
+        return a + b
+
+    def f():
+        return target(1, b=5)
+
+    assert assert_same_clean(f) == ("ok", (6, (1,), {"b": 5}))
+    eager, compiled, fallbacks, _ = run_both(target, 1, b=5)
+    assert compiled == eager == ("ok", (6, (1,), {"b": 5}))
+
+
+def test_exception_created_with_keyword_attributes():
+    def f():
+        sentinel = "s"
+        exc = AttributeError("Ouch", name="carry", obj=sentinel)
+        return exc.name, exc.obj, exc.args
+
+    assert _assert_same_no_eager_run(f) == ("ok", ("carry", "s", ("Ouch",)))
+
+
+class _LoggedError(Exception):
+    log = []
+
+    def __init__(self, *args):
+        _LoggedError.log.append(args)
+        super().__init__(*args)
+
+
+def test_exception_class_with_a_python_init_runs_it_once():
+    def f():
+        _LoggedError.log.clear()
+        try:
+            raise _LoggedError(1)
+        except _LoggedError:
+            pass
+        return list(_LoggedError.log)
+
+    assert _assert_same_no_eager_run(f) == ("ok", [(1,)])
+
+
+def test_exception_raised_in_the_trace_and_kept_after_its_handler():
+    # CPython's test_exceptions.test_context_of_exception_in_try_and_finally
+    def f():
+        try:
+            try:
+                te = TypeError(1)
+                raise te
+            finally:
+                ve = ValueError(2)
+                raise ve
+        except Exception as e:
+            exc = e
+        return exc is ve, exc.__context__ is te, exc.__traceback__ is not None
+
+    assert _assert_same_no_eager_run(f) == ("ok", (True, True, True))
+
+
+def test_caught_exception_returned_keeps_its_traceback():
+    def f():
+        try:
+            {}["missing"]
+        except KeyError as e:
+            err = e
+        return err
+
+    eager, compiled, _, _ = run_both(f)
+    assert type(compiled[1]) is KeyError and compiled[1].args == eager[1].args
+    assert compiled[1].__traceback__ is not None

@@ -10,7 +10,6 @@ capture, runs the original function eagerly).
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import traceback
 import types
@@ -22,6 +21,7 @@ from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .diagnostics import ENABLED, STATS, emit, log
+from .guards import signature_of
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 _ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
@@ -78,7 +78,7 @@ class FrameCache:
         if self._eager_reason is not None:
             return None
         try:
-            inspect.signature(fn).bind(*args, **kwargs)
+            signature_of(fn).bind(*args, **kwargs)
         except TypeError:
             return None
         with _COMPILE_LOCK:

@@ -80,6 +80,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     # what the entry keeps of ``fn``: a generated function's cells belong to one call
     kept = _without_call_closure(fn) if closure_param else fn
     plan: Optional[BreakPlan] = None
+    emitter = states = None
     trace = Trace(fn, policy, backend_name)
     failure = None
     try:
@@ -90,35 +91,50 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
         failure = e
-    if failure is not None:
-        # (outside the except block: nothing the retraces do may see
-        # bytegraph's own exception as the one being handled)
-        failure = _outside_open_contexts(trace, failure)
-        trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
-        plan = plan_break(failure)
-        trace = Trace(fn, policy, backend_name)
-        trace.stop_step = plan.step
-        try:
-            result = trace.run(args, kwargs)
-        except UserException:
-            return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
-        if trace.stopped_frame is None:
-            raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+    while True:
+        if failure is not None:
+            # (outside the except block: nothing the retraces do may see
+            # bytegraph's own exception as the one being handled)
+            failure = _outside_open_contexts(trace, failure)
+            trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
+            plan = plan_break(failure)
+            trace = Trace(fn, policy, backend_name)
+            trace.stop_step = plan.step
+            try:
+                result = trace.run(args, kwargs)
+            except UserException:
+                return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
+            if trace.stopped_frame is None:
+                raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+        se = trace.side_effects
+        if plan is not None:
+            emitter = BreakEmitter(None, trace, plan, runner_for)
+            states = emitter.states()
+            roots = se.replay_roots() + [v for st in states for v in st.values()]
+        else:
+            roots = [result] + se.replay_roots()
+        counts, tensors = live_values(roots)
+        # An exception raised in the trace and still reached afterwards (kept
+        # in a local across a break, stored, returned) would be rebuilt
+        # without its traceback, context and identity: break where it was
+        # raised instead, so the native code raises the real one.
+        raised = [trace.raise_steps[k][1] for k in counts if k in trace.raise_steps]
+        if plan is None and not config.force_transform and not (trace.graph.op_count > 0 or tensors):
+            break  # the original code runs (see below)
+        if not raised:
+            break
+        if fullgraph:
+            raise Unsupported("an exception raised in the trace outlives its handler", kind="raised_exception")
+        why = Unsupported("an exception raised in the trace is used after its handler", kind="raised_exception",
+                          hint="the frame breaks where it is raised")
+        trace, failure = _failure_at(min(raised), why, fn, args, kwargs, policy, backend_name)
+    if plan is not None:
         STATS.graph_breaks += 1
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
         emit("break", plan.record)
 
     graph = trace.graph
-    se = trace.side_effects
     _add_trace_wide_guards(trace, fn, closure_param)
-    emitter = states = None
-    if plan is not None:
-        emitter = BreakEmitter(None, trace, plan, runner_for)
-        states = emitter.states()
-        roots = se.replay_roots() + [v for st in states for v in st.values()]
-    else:
-        roots = [result] + se.replay_roots()
-    counts, tensors = live_values(roots)
     has_graph = graph.op_count > 0 or bool(tensors)
     if not has_graph and plan is None and not config.force_transform:
         # Nothing for a backend: the original code does the same work (side
@@ -265,21 +281,26 @@ def _before_traced_raises(trace: Trace, failure: Unsupported, fn, args, kwargs, 
                  if id(v) in trace.raise_steps]
         if not steps:
             return trace, failure
-        step = min(steps)
-        trace = Trace(fn, policy, backend_name)
-        trace.stop_step = step
-        try:
-            trace.run(args, kwargs)
-        except (UserException, Unsupported):
-            trace.stopped_frame = None
-        stopped = trace.stopped_frame
-        if stopped is None:
-            raise Unsupported("the retrace did not reach the raise of a handled exception", kind="internal")
-        moved = Unsupported(f"{failure.explanation} at {failure.location}, inside the handler of an exception "
-                            "raised in the trace: the break moves to its raise", kind=failure.kind,
-                            hint=failure.hint)
-        moved.location, moved.frame, moved.index, moved.step = stopped.location(), stopped, stopped.ip, step
-        failure = _outside_open_contexts(trace, moved)
+        why = Unsupported(f"{failure.explanation} at {failure.location}, inside the handler of an exception "
+                          "raised in the trace: the break moves to its raise", kind=failure.kind, hint=failure.hint)
+        trace, failure = _failure_at(min(steps), why, fn, args, kwargs, policy, backend_name)
+        failure = _outside_open_contexts(trace, failure)
+
+
+def _failure_at(step: int, why: Unsupported, fn, args, kwargs, policy, backend_name):
+    """A trace run to ``step`` and ``why`` located there, as if the
+    instruction at that step had been unsupported."""
+    trace = Trace(fn, policy, backend_name)
+    trace.stop_step = step
+    try:
+        trace.run(args, kwargs)
+    except (UserException, Unsupported):
+        trace.stopped_frame = None
+    stopped = trace.stopped_frame
+    if stopped is None:
+        raise Unsupported("the retrace did not reach the raise of an exception", kind="internal")
+    why.location, why.frame, why.index, why.step = stopped.location(), stopped, stopped.ip, step
+    return trace, why
 
 
 def _guard_disjoint_storage(trace: Trace) -> None:
