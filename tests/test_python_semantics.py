@@ -780,3 +780,51 @@ def test_caught_exception_returned_keeps_its_traceback():
     eager, compiled, _, _ = run_both(f)
     assert type(compiled[1]) is KeyError and compiled[1].args == eager[1].args
     assert compiled[1].__traceback__ is not None
+
+
+def test_object_with_a_finalizer_made_and_dropped_in_the_trace_is_finalized():
+    # CPython's test_exceptions.test_3114
+    def f():
+        seen = []
+
+        class WithDel:
+            def __del__(self):
+                seen.append(sys.exc_info()[0])
+
+        try:
+            raise Exception(WithDel())
+        except Exception:
+            pass
+        _collect_quietly()
+        return seen
+
+    assert _assert_same_no_eager_run(f) == ("ok", [None])
+
+
+def _count_down(n):
+    return _count_down(n - 1) + 1 if n else 0
+
+
+def test_deep_recursion_in_traced_code_is_not_a_recursion_error():
+    def f():
+        return _count_down(300)
+
+    assert _assert_same_no_eager_run(f) == ("ok", 300)
+
+
+def test_compiling_near_the_recursion_limit_falls_back_instead_of_raising():
+    def deep(n, fn):
+        return fn() if n == 0 else deep(n - 1, fn)
+
+    def f():
+        return _count_down(100)
+
+    config.force_transform = config.raise_on_error = True
+    old = sys.getrecursionlimit()
+    compiled = bytegraph.compile(f, backend="eager")
+    sys.setrecursionlimit(300)
+    try:
+        assert deep(60, compiled) == deep(60, f) == 100
+    finally:
+        sys.setrecursionlimit(old)
+        config.force_transform = config.raise_on_error = False

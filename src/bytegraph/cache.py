@@ -123,7 +123,16 @@ class FrameCache:
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
+        except RecursionError:
+            # Compiling needs far more stack than running: deep in a
+            # recursion the frame runs eagerly this time (and may compile
+            # when called from shallower); never the user's RecursionError.
+            rec = BreakRecord("recursion", "Python's recursion limit reached while compiling", _fn_location(fn),
+                              "the frame runs eagerly")
+            return self._fall_back(fn, rec, sticky=False)
         except Unsupported as e:
+            if e.kind == "recursion":
+                return self._fall_back(fn, e.record(), sticky=False)
             if e.kind == "internal" and config.raise_on_error:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {e}") from e
             return self._fall_back(fn, e.record(), sticky=True)

@@ -28,7 +28,7 @@ from .tracer import Trace
 
 #: Failures that a graph break cannot get past (the value would fail again in
 #: the resume function): the whole frame runs eagerly instead.
-NO_BREAK_KINDS = frozenset({"unsupported_input", "internal", "generator_object"})
+NO_BREAK_KINDS = frozenset({"unsupported_input", "internal", "generator_object", "recursion"})
 
 
 class CacheEntry:

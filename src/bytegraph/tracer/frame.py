@@ -127,6 +127,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 
     def raise_python_exception(self, exc: BaseException):
         """Raise ``exc`` inside the traced program (a symbolic exception)."""
+        if isinstance(exc, RecursionError):
+            # the tracer's own stack ran out (constant folding, wrapping): the
+            # program would not necessarily fail here
+            raise Unsupported("Python's recursion limit reached while tracing", kind="recursion")
         raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))
                                                          for a in exc.args], real=exc))
 
