@@ -828,3 +828,45 @@ def test_compiling_near_the_recursion_limit_falls_back_instead_of_raising():
     finally:
         sys.setrecursionlimit(old)
         config.force_transform = config.raise_on_error = False
+
+
+class _Payload(Exception):
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def test_exception_state_is_freed_when_the_handler_ends_without_a_gc():
+    # CPython's test_exceptions.testExceptionCleanupState ("complicated
+    # construct"): reference counting alone frees the object; nothing the
+    # compile made (traces are cycles) may keep it until a collection
+    import weakref
+
+    class Obj:
+        pass
+
+    def f():
+        obj = Obj()
+        wr = weakref.ref(obj)
+
+        def inner_raising_func():
+            local_ref = obj  # noqa: F841
+            raise _Payload(obj)
+        try:
+            inner_raising_func()
+        except _Payload:
+            try:
+                try:
+                    raise
+                finally:
+                    raise
+            except _Payload:
+                pass
+        obj = None
+        return wr() is None
+
+    import gc
+    gc.disable()
+    try:
+        assert _assert_same_no_eager_run(f) == ("ok", True)
+    finally:
+        gc.enable()

@@ -275,12 +275,15 @@ class BreakEmitter:
             cg.emit("LOAD_FAST", t)
         cg.call(argc)
 
-    def save_native_stack(self, null_mask) -> List[str]:
-        """Pop the native stack into temporaries; NULL slots get a dummy."""
+    def save_native_stack(self, null_mask, drop=()) -> List[Optional[str]]:
+        """Pop the native stack into temporaries; NULL slots get a dummy.
+        Slots in ``drop`` (saved previous exceptions, which the resume
+        prologue makes again) are popped: a temporary would keep the
+        exception, and all its traceback reaches, alive past its handler."""
         cg = self.cg
-        temps = [cg.new_temp() for _ in null_mask]
+        temps = [None if i in drop else cg.new_temp() for i in range(len(null_mask))]
         for t in reversed(temps):
-            cg.emit("STORE_FAST", t)
+            cg.emit("POP_TOP" if t is None else "STORE_FAST", t)
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
@@ -402,19 +405,19 @@ class BreakEmitter:
             if is_jump:
                 native[-1].target = label
             cg.instrs.append(label)
-            temps = self.save_native_stack(mask)
-            self._restore_exc_info(outer_prev)
             levels = [(d, exc) for d, exc in st.exc_levels if d < len(mask)]
+            temps = self.save_native_stack(mask, drop={d for d, _ in levels})
+            self._restore_exc_info(outer_prev)
             self.call_resume(root, s, mask, temps, st.locals, exc_levels=levels)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
             e = ins.exn
             mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
-            temps = self.save_native_stack(mask)
+            levels = [(d, exc) for d, exc in st.exc_levels if d < e.depth]
+            temps = self.save_native_stack(mask, drop={d for d, _ in levels})
             self._restore_exc_info(outer_prev)
             target = root.index_of[id(e.target)]
-            levels = [(d, exc) for d, exc in st.exc_levels if d < e.depth]
             self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, exc_levels=levels)
             cg.emit("RETURN_VALUE")
 
@@ -611,8 +614,9 @@ class BreakEmitter:
             frame = st.frame
             index = st.index
             stack_temps = []
-            for v in st.stack:
-                if isinstance(v, NullValue):
+            prev_slots = {d for d, _ in st.exc_levels} if frame is self.root else set()
+            for i, v in enumerate(st.stack):
+                if isinstance(v, NullValue) or i in prev_slots:
                     stack_temps.append(None)
                 else:
                     t = cg.new_temp()

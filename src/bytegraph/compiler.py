@@ -24,6 +24,7 @@ from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
 from .guards import IDENTITY_KINDS, CompiledGuard, Guard, compile_guards, storages_disjoint
 from .tracer import Trace
+from .tracer.trace import disposing
 
 
 #: Failures that a graph break cannot get past (the value would fail again in
@@ -76,6 +77,13 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     Raises :class:`Unsupported` if the frame cannot be captured, not even in
     pieces (or at all, with ``fullgraph``).
     """
+    with disposing():
+        return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                              policy)
+
+
+def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                   policy) -> CacheEntry:
     start = time.perf_counter()
     # what the entry keeps of ``fn``: a generated function's cells belong to one call
     kept = _without_call_closure(fn) if closure_param else fn
@@ -90,7 +98,9 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
-        failure = e
+        # (its traceback holds this frame, which holds it: a cycle that would
+        # keep the trace, and every user object it met, alive until a gc)
+        failure = e.with_traceback(None)
     while True:
         if failure is not None:
             # (outside the except block: nothing the retraces do may see

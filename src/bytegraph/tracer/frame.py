@@ -56,6 +56,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
     def __init__(self, trace, code: types.CodeType, f_globals: dict, locals_: Dict[str, Value],
                  closure: List[CellValue], parent: Optional["Frame"] = None, fn_name: str = ""):
         self.trace = trace
+        trace.frames.append(self)
         self.code = code
         self.instrs, self.index_of, self.loop_heads = code_info(code)
         self.ip = 0
@@ -127,6 +128,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 
     def raise_python_exception(self, exc: BaseException):
         """Raise ``exc`` inside the traced program (a symbolic exception)."""
+        # ``exc`` is only a description (type and arguments): the tracer's own
+        # frames in its traceback would hold this trace alive in a cycle
+        exc.__traceback__ = exc.__context__ = exc.__cause__ = None
         if isinstance(exc, RecursionError):
             # the tracer's own stack ran out (constant folding, wrapping): the
             # program would not necessarily fail here

@@ -133,6 +133,10 @@ class ControlOps:
         match = self.stack.pop()
         exc = self.stack[-1]
         classes = match.as_constant() if match.is_constant() else tuple(c.as_constant() for c in match.unpack(self))
+        for c in (classes if isinstance(classes, tuple) else (classes,)):
+            if not (isinstance(c, type) and issubclass(c, BaseException)):
+                self.raise_python_exception(TypeError(
+                    "catching classes that do not inherit from BaseException is not allowed"))
         self.stack.append(const(issubclass(exc.python_type(), classes)))
 
     def RERAISE(self, ins):

@@ -22,6 +22,34 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
     inspect.CO_ITERABLE_COROUTINE
 
 
+#: every Trace made inside an active ``disposing()`` (see there), and how many are active
+_MADE: list = []
+_ACTIVE = [0]
+
+
+class disposing:
+    """``with disposing(): ...`` releases every Trace made inside on exit.
+
+    A trace is a web of cycles (the trace and its frames point at each
+    other, values at frames) holding the user's objects it met; dropped, it
+    would keep them alive until the cyclic GC runs, where Python frees them
+    at once (``del obj``, a handler's exception).  Compiling needs nothing of
+    it afterwards, so its frames and tables are emptied.
+    """
+
+    def __enter__(self):
+        self.mark = len(_MADE)
+        _ACTIVE[0] += 1
+
+    def __exit__(self, *exc):
+        _ACTIVE[0] -= 1
+        made = _MADE[self.mark:]
+        del _MADE[self.mark:]
+        for trace in made:
+            trace.dispose()
+        return False
+
+
 class Trace:
     """Trace ``fn(*args, **kwargs)`` symbolically.
 
@@ -48,6 +76,10 @@ class Trace:
         #: innermost frame when the trace stopped at ``stop_step``
         self.stopped_frame: Optional[Frame] = None
         self.root: Optional[Frame] = None
+        #: every frame of this trace (emptied by ``dispose``)
+        self.frames: list = []
+        if _ACTIVE[0]:
+            _MADE.append(self)
         self.grad_enabled_at_start = torch.is_grad_enabled()
         #: grad mode the code after the graph expects, when it differs from the start
         self.grad_mode_after: Optional[bool] = None
@@ -59,6 +91,12 @@ class Trace:
         #: id(exception value) -> (value, trace step of the instruction that
         #: first raised it in this trace): a break inside its handler moves there
         self.raise_steps: Dict[int, tuple] = {}
+
+    def dispose(self) -> None:
+        """Break this trace's cycles (see ``disposing``)."""
+        for frame in self.frames:
+            frame.__dict__.clear()
+        self.__dict__.clear()
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
