@@ -870,3 +870,45 @@ def test_exception_state_is_freed_when_the_handler_ends_without_a_gc():
         assert _assert_same_no_eager_run(f) == ("ok", True)
     finally:
         gc.enable()
+
+
+def test_frame_that_falls_back_sees_the_callers_exception_not_bytegraphs():
+    def body():
+        # a generator frame runs eagerly (fallback) inside the caller's handler
+        yield sys.exc_info()[1]
+        try:
+            raise KeyError("inner")
+        except KeyError as k:
+            yield k.__context__
+
+    def g():
+        return list(body())
+
+    def f():
+        try:
+            raise ValueError("outer")
+        except ValueError as e:
+            got = g()
+            return [type(x).__name__ for x in got], got[0] is e, got[1] is e
+
+    assert _assert_same_no_eager_run(f) == ("ok", (["ValueError", "ValueError"], True, True))
+
+
+def test_compiled_function_called_inside_a_handler_sees_the_handled_exception():
+    def inner():
+        print("", end="")
+        return repr(sys.exc_info()[1])
+
+    compiled_inner = bytegraph.compile(inner, backend="eager")
+
+    def outer(fn):
+        try:
+            raise ValueError("outer")
+        except ValueError:
+            return fn()
+
+    config.force_transform = True
+    try:
+        assert outer(compiled_inner) == outer(inner) == "ValueError('outer')"
+    finally:
+        config.force_transform = False
