@@ -124,9 +124,10 @@ class FrameCache:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
         except RecursionError:
-            # Compiling needs far more stack than running: deep in a
-            # recursion the frame runs eagerly this time (and may compile
-            # when called from shallower); never the user's RecursionError.
+            # Compiling needs far more stack than running (deep user
+            # recursion, deeply nested data): the frame runs eagerly this time
+            # (and may compile when called from shallower); never the user's
+            # RecursionError.
             rec = BreakRecord("recursion", "Python's recursion limit reached while compiling", _fn_location(fn),
                               "the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=False)
@@ -245,13 +246,14 @@ class FrameRunner(FrameCache):
         return self._miss(fn, args, {})
 
     def select(self, fn, /, *args):
-        """The function to call for ``fn(*args)``: a compiled entry's code with
-        ``fn``'s closure, or ``fn`` itself.
+        """The function to call with ``args`` for generated function ``fn``
+        (compiling an entry on a miss), without calling it.
 
-        Transformed code calls it and then makes the call itself, so the
-        arguments live only in the callee's frame: a runner frame holding
-        them for the whole call would keep alive what the user's code
-        deletes (``del obj``)."""
+        Transformed code calls ``select(fn, *args)(*args)`` rather than
+        ``runner(fn, *args)``: a Python-level wrapper would hold the argument
+        tuple for the whole call, keeping alive objects the callee frees
+        (``del x`` or an exhausted iterator in eager frees them at once).
+        """
         cells = fn.__closure__
         for entry in self._entries:
             try:
@@ -260,9 +262,9 @@ class FrameRunner(FrameCache):
                 break
             if hit:
                 STATS.cache_hits += 1
-                return entry.bind(fn)
+                return entry.function_for(fn)
         entry = self._resolve(fn, args, {})
-        return fn if entry is None else entry.bind(fn)
+        return fn if entry is None else entry.function_for(fn)
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)

@@ -60,10 +60,10 @@ class CacheEntry:
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
-        return self.bind(fn)(*args)
+        return self.function_for(fn)(*args)
 
-    def bind(self, fn):
-        """This entry's function for ``fn`` (a generated function with its own closure)."""
+    def function_for(self, fn):
+        """This entry's code as a function with ``fn``'s globals and closure."""
         if self.code is None:
             return fn
         return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)
@@ -188,8 +188,11 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         cg.continuation = True
         emitter.stage(states)
         cg.continuation = False
+        mark = cg.temp_mark()
         se.emit_replay(cg)
+        cg.release_temps_since(mark)
         cg.continuation = True
+        emitter.release_rebound_arguments()
         emitter.emit(states)
     else:
         cg.reconstruct(result)

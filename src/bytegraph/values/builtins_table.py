@@ -127,6 +127,10 @@ def _filter(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    from .containers import ListValue
+    if len(args) == 1 and not kwargs and type(args[0]) is ListValue:
+        from .iterators import ListReversedIteratorValue
+        return ListReversedIteratorValue(args[0])  # live: it reads the list at each step
     return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
 
 
@@ -288,6 +292,8 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    if len(args) == 1 and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) is t for an exact tuple, as in CPython
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
@@ -300,6 +306,8 @@ def _set(tx, args, kwargs):
 
 
 def _frozenset(tx, args, kwargs):
+    if len(args) == 1 and type(args[0]) is SetValue and args[0].frozen:
+        return args[0]  # frozenset(f) is f for an exact frozenset, as in CPython
     return SetValue(_iter_items(tx, args[0]) if args else [], frozen=True)
 
 
