@@ -1208,3 +1208,13 @@ def test_compiled_function_called_inside_a_handler_sees_the_handled_exception():
         assert outer(compiled_inner) == outer(inner) == "ValueError('outer')"
     finally:
         config.force_transform = False
+
+
+def test_native_exec_after_a_break_sees_the_frames_arguments():
+    # CPython's test_scope.testClassAndGlobal: exec() reads the calling frame
+    def f(obj):
+        out = []
+        exec("out.append(obj)")
+        return out
+
+    assert assert_same_clean(f, 5) == ("ok", [5])

@@ -373,40 +373,7 @@ class BreakEmitter:
 
     # -- modes -------------------------------------------------------------------
     def emit(self, states: List[FrameState]) -> None:
-        self.cg.clearable = frozenset(self.clearable_args(states))
-        self.cg.clear_at = len(self.cg.instrs)
         getattr(self, "_emit_" + self.plan.mode)(states)
-
-    def clearable_args(self, states: List[FrameState]) -> List[str]:
-        """Arguments of the transformed frame that it must not keep alive.
-
-        Its argument slots keep what the call passed.  A value the trace
-        deleted or rebound (``del obj``, ``self = None``) Python has let go;
-        one handed to a resume function belongs to that frame (which may
-        delete it).  Each is deleted after its last read (Codegen.assemble).
-        Arguments still bound as passed and dead stay, as in Python's frame.
-        """
-        from .sources import LocalSource
-        root = self.root
-        code = root.code
-        n = code.co_argcount + code.co_kwonlyargcount
-        n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-        cells = set(cell_names(code))
-        passed = {name for st in states if st.frame is root for name, _ in st.locals}
-        if self.plan.mode == "loop":
-            passed |= set(plain_locals(code))
-        out = []
-        for name in code.co_varnames[:n]:
-            if name in cells:
-                continue
-            if name not in passed:
-                if name in root.unrealized:
-                    continue
-                v = root.locals.get(name)
-                if v is not None and v.source == LocalSource(name):
-                    continue
-            out.append(name)
-        return out
 
     def _push_stack(self, st: FrameState) -> Optional[str]:
         """Push ``st``'s stack.  Inside handlers, each saved previous exception
@@ -431,6 +398,20 @@ class BreakEmitter:
                 cg.emit("STORE_FAST", outer_prev)
         return outer_prev
 
+    def _store_locals(self, st: FrameState) -> None:
+        """Bind the frame's own local slots to the locals the trace bound.
+
+        The native instruction runs in this frame: ``exec``, ``eval``,
+        ``locals()`` or a callee's ``sys._getframe(1)`` read its locals,
+        which the transformed code otherwise never writes."""
+        from .sources import LocalSource
+        cg = self.cg
+        for name, v in st.locals:
+            if v.source == LocalSource(name):
+                continue  # the argument, still in its slot
+            cg.reconstruct(v)
+            cg.emit("STORE_FAST", name)
+
     def _restore_exc_info(self, outer_prev: Optional[str]) -> None:
         """Leave the handlers entered by _push_stack (the resume function enters them again)."""
         if outer_prev is not None:
@@ -444,6 +425,7 @@ class BreakEmitter:
         if st.exc_levels and ins.exn is None:
             # (never from CPython's compiler: a handler's body is covered by its cleanup)
             raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
+        self._store_locals(st)
         outer_prev = self._push_stack(st)
         depth = len(st.stack)
         handler = exn = None

@@ -107,10 +107,6 @@ class Codegen:
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
         self._keepalive: List[object] = []
-        #: arguments of the frame the continuation owns (see BreakEmitter.clearable_args)
-        #: and where those it never reads are deleted
-        self.clearable: frozenset = frozenset()
-        self.clear_at = 0
         first = next((i for i in decode(root_code) if i.positions is not None and i.positions.lineno is not None),
                      None)
         self.positions = first.positions if first is not None else None
@@ -286,35 +282,29 @@ class Codegen:
                 break
 
     def assemble(self) -> types.CodeType:
-        return assemble(clear_dead_temps(self.instrs, self.clearable, self.clear_at), self.root_code)
+        return assemble(clear_dead_temps(self.instrs), self.root_code)
 
 
 TEMP_PREFIX = "___bg_tmp"
 
 
-def clear_dead_temps(instrs: list, clearable=frozenset(), clear_at: int = 0) -> list:
-    """``instrs`` with a ``DELETE_FAST`` after each last read of a temporary
-    (and of the ``clearable`` locals; those never read are deleted at
-    instruction ``clear_at``).
+def clear_dead_temps(instrs: list) -> list:
+    """``instrs`` with a ``DELETE_FAST`` after each last read of a temporary.
 
     Temporaries hold rebuilt objects (new objects, cells, results) for the
     whole frame otherwise: a break's native call and its resume functions
     would run with objects alive that Python had freed already (an object
-    made and dropped inside an inlined call, a ``self`` set to None).
+    made and dropped inside an inlined call).  (The user's own locals are
+    left alone: a native ``exec`` or ``locals()`` may read the frame.)
     """
     from .bytecode import live_locals
     live = live_locals(instrs)
     n = len(instrs)
     index = {id(ins): k for k, ins in enumerate(instrs)}
-    read = {ins.argval for ins in instrs if ins.opname == "LOAD_FAST"}
     out = []
     for k, ins in enumerate(instrs):
-        if k == clear_at:
-            for name in clearable:
-                if name not in read:
-                    out.append(instr("DELETE_FAST", name, positions=ins.positions))
         out.append(ins)
-        if ins.opname != "LOAD_FAST" or not (ins.argval.startswith(TEMP_PREFIX) or ins.argval in clearable):
+        if ins.opname != "LOAD_FAST" or not ins.argval.startswith(TEMP_PREFIX):
             continue
         # (not after a dead STORE_FAST: a NULL stack slot saved that way leaves
         # the temporary unbound)
