@@ -1218,3 +1218,22 @@ def test_native_exec_after_a_break_sees_the_frames_arguments():
         return out
 
     assert assert_same_clean(f, 5) == ("ok", [5])
+
+
+def test_except_clause_matches_by_mro_not_by_subclasscheck():
+    class Meta(type):
+        def __subclasscheck__(cls, subclass):
+            raise ValueError()
+
+    class Mine(Exception, metaclass=Meta):
+        pass
+
+    def f():
+        try:
+            raise KeyError()
+        except Mine:
+            return "mine"
+        except KeyError:
+            return "key"
+
+    assert assert_same_clean(f) == ("ok", "key")

@@ -137,7 +137,9 @@ class ControlOps:
             if not (isinstance(c, type) and issubclass(c, BaseException)):
                 self.raise_python_exception(TypeError(
                     "catching classes that do not inherit from BaseException is not allowed"))
-        self.stack.append(const(issubclass(exc.python_type(), classes)))
+        # (CPython matches by the MRO, never calling a metaclass's __subclasscheck__)
+        mro = exc.python_type().__mro__
+        self.stack.append(const(any(c in mro for c in (classes if isinstance(classes, tuple) else (classes,)))))
 
     def RERAISE(self, ins):
         exc = self.stack.pop()
