@@ -1237,3 +1237,15 @@ def test_except_clause_matches_by_mro_not_by_subclasscheck():
             return "key"
 
     assert assert_same_clean(f) == ("ok", "key")
+
+
+def test_code_name_of_a_resumed_frame_in_a_traceback_is_the_functions():
+    # CPython's test_exceptions.testSettingException reads tb_frame.f_code.co_name
+    def f():
+        try:
+            print("", end="")
+            raise KeyError("k")
+        except KeyError:
+            return sys.exc_info()[2].tb_frame.f_code.co_name
+
+    assert assert_same_clean(f) == ("ok", "f")

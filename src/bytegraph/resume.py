@@ -230,6 +230,8 @@ class _Builder:
                 self.emit("DELETE_FAST", name)
 
     def assemble(self, name: str, origin_kind: str, loop_exits=()) -> types.CodeType:
+        # (``co_name`` stays the base's: tracebacks and ``f_code.co_name`` show
+        # the user's function; the qualified name tells the generated part)
         base = self.base
         cells = cell_names(base)
         params = ([SUPER_SELF_ARG] if self.super_self else []) + list(self.params)
@@ -242,7 +244,7 @@ class _Builder:
         code = assemble(instrs, base,
                         co_varnames=tuple(varnames), co_cellvars=(), co_freevars=cells,
                         co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
-                        co_flags=flags, co_name=name, co_qualname=f"{base.co_qualname}.<{name}>")
+                        co_flags=flags, co_name=base.co_name, co_qualname=f"{base.co_qualname}.<{name}>")
         block = (self.state_start, self.state_end) if self.state_start is not None else None
         _ORIGINS[code] = Origin(base, len(self.prologue), origin_kind, tuple(loop_exits), block)
         return code
