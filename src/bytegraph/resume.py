@@ -265,6 +265,11 @@ def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
         resume_code(f.__code__, 30, (False, False), ("x",), (0,))  # (___bg_s1, ___bg_exc0, x)
     """
     base, base_index = base_position(code, index)
+    if not 0 <= base_index < len(decode(base)):
+        # a handler of bytegraph's own epilogue (see own_cells_stay_local):
+        # no instruction of the base to resume at
+        from .errors import Unsupported
+        raise Unsupported("a break whose handler is bytegraph's own code", kind="generated_handler")
     key = ("resume", base, base_index, null_mask, local_names, exc_slots)
     hit = _CACHE.get(key)
     if hit is not None:

@@ -22,34 +22,6 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
     inspect.CO_ITERABLE_COROUTINE
 
 
-#: every Trace made inside an active ``disposing()`` (see there), and how many are active
-_MADE: list = []
-_ACTIVE = [0]
-
-
-class disposing:
-    """``with disposing(): ...`` releases every Trace made inside on exit.
-
-    A trace is a web of cycles (the trace and its frames point at each
-    other, values at frames) holding the user's objects it met; dropped, it
-    would keep them alive until the cyclic GC runs, where Python frees them
-    at once (``del obj``, a handler's exception).  Compiling needs nothing of
-    it afterwards, so its frames and tables are emptied.
-    """
-
-    def __enter__(self):
-        self.mark = len(_MADE)
-        _ACTIVE[0] += 1
-
-    def __exit__(self, *exc):
-        _ACTIVE[0] -= 1
-        made = _MADE[self.mark:]
-        del _MADE[self.mark:]
-        for trace in made:
-            trace.dispose()
-        return False
-
-
 class Trace:
     """Trace ``fn(*args, **kwargs)`` symbolically.
 
@@ -58,8 +30,12 @@ class Trace:
     mutations, and ``root`` the finished root frame.
     """
 
+    #: traces made since the compiler last released them (see :meth:`release`)
+    made: list = []
+
     def __init__(self, fn: types.FunctionType, policy=None, backend_name: str = "eager"):
         from ..dynamic import DynamicPolicy
+        Trace.made.append(self)
         self.fn = fn
         #: tracing generated code (a resume function, a loop body): its cells are one call's
         self.generated = False
@@ -76,10 +52,8 @@ class Trace:
         #: innermost frame when the trace stopped at ``stop_step``
         self.stopped_frame: Optional[Frame] = None
         self.root: Optional[Frame] = None
-        #: every frame of this trace (emptied by ``dispose``)
+        #: every frame of this trace (emptied by ``release``)
         self.frames: list = []
-        if _ACTIVE[0]:
-            _MADE.append(self)
         self.grad_enabled_at_start = torch.is_grad_enabled()
         #: grad mode the code after the graph expects, when it differs from the start
         self.grad_mode_after: Optional[bool] = None
@@ -91,12 +65,6 @@ class Trace:
         #: id(exception value) -> (value, trace step of the instruction that
         #: first raised it in this trace): a break inside its handler moves there
         self.raise_steps: Dict[int, tuple] = {}
-
-    def dispose(self) -> None:
-        """Break this trace's cycles (see ``disposing``)."""
-        for frame in self.frames:
-            frame.__dict__.clear()
-        self.__dict__.clear()
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -132,6 +100,32 @@ class Trace:
         root.state_names = tuple(state)
         for name, obj in state.items():
             root.unrealized[name] = (obj, ItemSource(src, name))
+
+    def release(self) -> None:
+        """Forget the program's objects once the entry is built.
+
+        Frames, values and the side-effect table refer to each other, so a
+        finished trace is cyclic garbage that only the cycle collector frees;
+        until it runs, every object the trace saw would stay alive (a value
+        eager drops at once, a finalizer that should run now).  Clearing the
+        tables and the frames' locals and stacks frees them by reference
+        counting instead."""
+        se = self.side_effects
+        for table in (se._existing, se._keepalive, se.mutated, se.attr_writes, se.global_writes, se.order,
+                      se.tensor_hooks, self.global_cache, self.raise_steps):
+            table.clear()
+        # every frame, returned ones too (values such as a generator's or a
+        # nested function's still refer to them)
+        for frame in self.frames:
+            frame.locals.clear()
+            frame.stack.clear()
+            frame.unrealized.clear()
+            frame.exc_stack.clear()
+            frame.exc_depths.clear()
+            frame.return_value = None
+        self.frames = []
+        self.root = self.stopped_frame = None
+        self.open_contexts = []
 
     def per_call(self, source) -> bool:
         """Whether objects read from ``source`` are likely new on every call:
