@@ -390,6 +390,866 @@ def test_deeply_nested_structures_fall_back_instead_of_recursion_error():
 
     assert run_both(f)[:2] == (("ok", "recursion"), ("ok", "recursion"))
 
+# graph breaks, resume functions, outlined loop bodies; lifetimes (issue 12
+# items 2 and 6)
+
+
+def test_return_in_inner_loop_after_a_break_in_nested_for_loops():
+    def f(x):
+        for i in range(3):
+            for j in range(2):
+                if x.max() > 1:
+                    return (x * 2).tolist()
+                x = x + 1
+        return x.tolist()
+
+    assert assert_same_clean(f, torch.zeros(2)) == ("ok", [4.0, 4.0])
+
+
+def test_return_in_inner_loop_after_a_break_in_while_and_for_loops():
+    def f(x):
+        i = 0
+        while i < 3:
+            for j in range(2):
+                if x.max() > 1:
+                    return (x * 2).tolist()
+                x = x + 1
+            i += 1
+        return x.tolist()
+
+    assert assert_same_clean(f, torch.zeros(2)) == ("ok", [4.0, 4.0])
+
+
+def test_break_and_continue_in_nested_loops_with_breaks_inside():
+    def f(n):
+        out = []
+        for i in range(n):
+            k = 0
+            while True:
+                print("", end="")
+                k += 1
+                if k > i:
+                    break
+                if k == 2:
+                    continue
+                out.append((i, k))
+            for j in range(3):
+                print("", end="")
+                if j == i:
+                    out.append(("hit", j))
+                    break
+            else:
+                out.append("no break")
+        return out
+
+    assert_same_clean(f, 4)
+
+
+def test_loop_body_local_bound_on_one_call_and_unbound_on_the_next():
+    def f(x, flag):
+        if flag:
+            y = 1
+        for i in range(2):
+            print("", end="")
+            x = x + 1
+        try:
+            return x + y
+        except UnboundLocalError:
+            return -x
+
+    compiled = bytegraph.compile(f, backend="eager")
+    config.force_transform = True
+    try:
+        assert compiled(0, True) == f(0, True) == 3
+        assert compiled(0, False) == f(0, False) == -2
+        assert compiled(5, True) == 8
+    finally:
+        config.force_transform = False
+
+
+def _set_and_delete_global():
+    global _BG_NEW_GLOBAL
+    _BG_NEW_GLOBAL = 1
+    r = _BG_NEW_GLOBAL + 1
+    del _BG_NEW_GLOBAL
+    return r, "_BG_NEW_GLOBAL" in globals()
+
+
+def test_global_set_and_deleted_in_the_trace_is_not_replayed_as_a_delete():
+    assert assert_same_clean(_set_and_delete_global) == ("ok", (2, False))
+    assert "_BG_NEW_GLOBAL" not in globals()
+
+
+def test_module_attribute_set_and_deleted_in_the_trace():
+    mod = types.ModuleType("bg_scratch")
+
+    def f():
+        mod.attr = 1
+        del mod.attr
+        return hasattr(mod, "attr")
+
+    assert assert_same_clean(f) == ("ok", False)
+    assert not hasattr(mod, "attr")
+
+
+def test_instance_attribute_set_and_deleted_in_the_trace():
+    class O:
+        pass
+
+    o = O()
+
+    def f():
+        o.newattr = 1
+        del o.newattr
+        return hasattr(o, "newattr")
+
+    assert assert_same_clean(f) == ("ok", False)
+    assert not hasattr(o, "newattr")
+
+
+def _closure_over(v):
+    def g():
+        return v
+    return g
+
+
+def test_local_holding_a_cell_object_survives_a_break():
+    g = _closure_over(5)
+
+    def f():
+        c = g.__closure__[0]
+        print("", end="")
+        d = locals()
+        return c.cell_contents, d["c"] is c, type(c).__name__
+
+    assert assert_same_clean(f) == ("ok", (5, True, "cell"))
+
+
+def test_locals_shows_a_cell_object_local_as_the_cell():
+    g = _closure_over(7)
+
+    def f():
+        c = g.__closure__[0]
+        return type(locals()["c"]).__name__
+
+    assert assert_same_clean(f) == ("ok", "cell")
+
+
+def _kw_helper(msg, buf):
+    print(msg, flush=True, file=buf, end="!\n")
+
+
+def test_breaking_keyword_call_in_an_inlined_helper_keeps_its_keywords():
+    def f():
+        buf = io.StringIO()
+        _kw_helper("hi", buf)
+        return buf.getvalue()
+
+    assert assert_same_clean(f) == ("ok", "hi!\n")
+
+
+def test_augmented_add_of_tensors_onto_an_int():
+    def f(x):
+        s = 0
+        for t in x:
+            s += t
+        return s.tolist()
+
+    assert_same_clean(f, torch.ones(3, 2))
+
+
+def test_zero_argument_super_in_a_resume_function():
+    class B:
+        def m(self, x):
+            return x + 1
+
+    class C(B):
+        def m(self, x):
+            print("", end="")
+            return super().m(x) * 2
+
+    def f(x):
+        return C().m(x)
+
+    assert assert_same_clean(f, 3) == ("ok", 8)
+
+
+class _Counted:
+    alive = 0
+
+    def __init__(self):
+        _Counted.alive += 1
+
+    def __del__(self):
+        _Counted.alive -= 1
+
+
+def _collect_quietly():
+    import gc
+    gc.collect()
+
+
+_collect_quietly._torchdynamo_disable = True   # (runs natively: a break)
+
+
+def test_objects_made_in_inlined_calls_are_freed_before_a_break():
+    # CPython's test_scope.testLeaks: x dies when f1 returns
+    def f():
+        def f1():
+            x = _Counted()
+
+            def f2():
+                return x
+            f2()
+        for i in range(3):
+            f1()
+        _collect_quietly()
+        return _Counted.alive
+
+    assert assert_same_clean(f) == ("ok", 0)
+
+
+def test_deleted_local_is_not_kept_alive_by_the_compiled_frame():
+    import weakref
+
+    class T:
+        pass
+
+    def f():
+        obj = T()
+        ref = weakref.ref(obj)
+        print("", end="")
+        del obj
+        _collect_quietly()
+        return ref() is None
+
+    assert assert_same_clean(f) == ("ok", True)
+
+
+def test_deleted_argument_of_a_resume_function_is_collectable():
+    import weakref
+
+    class T:
+        pass
+
+    def g(obj):
+        ref = weakref.ref(obj)
+        print("", end="")
+        del obj
+        _collect_quietly()
+        return ref() is None
+
+    def f():
+        return g(T())
+
+    assert assert_same_clean(f) == ("ok", True)
+
+
+def test_self_set_to_none_in_a_method_whose_self_is_a_cell_is_collectable():
+    # CPython's test_scope.testCellLeak
+    import weakref
+
+    def f():
+        class Tester:
+            def dig(self):
+                if 0:
+                    lambda: self
+                try:
+                    1 / 0
+                except Exception as exc:
+                    self.exc = exc
+                self = None
+        tester = Tester()
+        tester.dig()
+        ref = weakref.ref(tester)
+        del tester
+        _collect_quietly()
+        return ref() is None
+
+    assert assert_same_clean(f) == ("ok", True)
+
+
+# ---------------------------------------------------------------------------
+# graph breaks inside exception handlers: the handled exception is
+# re-established natively (issue 12)
+
+
+def _assert_same_no_eager_run(fn, *args):
+    """Compiled equals eager; frames ran eagerly only where the trace found
+    they raise (an entry that runs the original code, counted as a fallback)."""
+    eager, compiled, fallbacks, frames = run_both(fn, *args)
+    assert compiled == eager
+    assert frames > 0
+    return compiled
+
+
+def test_exc_info_inside_a_handler_after_a_break():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            print("", end="")
+            info = sys.exc_info()
+            return type(info[1]).__name__, info[1] is e, str(e)
+
+    assert assert_same_clean(f) == ("ok", ("ValueError", True, "a"))
+
+
+def test_bare_raise_after_a_break_in_a_handler():
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                print("", end="")
+                raise
+        except ValueError as e:
+            return str(e), e.__context__, e.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", ("a", None, True))
+
+
+def test_exception_raised_after_a_break_in_a_handler_chains_the_handled_one():
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                print("", end="")
+                raise KeyError("k")
+        except KeyError as e:
+            return repr(e.__context__), e.__context__.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", ("ValueError('a')", True))
+
+
+def test_handled_exception_is_restored_after_the_handler_and_in_nested_handlers():
+    def f():
+        try:
+            1 / 0
+        except ZeroDivisionError as e:
+            try:
+                raise KeyError("x")
+            except KeyError as k:
+                print("", end="")
+                inner = (sys.exc_info()[0].__name__, k.__context__ is e)
+            middle = sys.exc_info()[0].__name__
+        return inner, middle, sys.exc_info()
+
+    assert assert_same_clean(f) == ("ok", (("KeyError", True), "ZeroDivisionError", (None, None, None)))
+
+
+def test_except_as_name_is_unbound_after_a_handler_with_a_break():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            print("", end="")
+        try:
+            e
+        except NameError:
+            return "unbound"
+        return "bound"
+
+    assert assert_same_clean(f) == ("ok", "unbound")
+
+
+def test_break_in_a_handler_of_a_natively_raised_exception():
+    def f(x):
+        try:
+            return x[5]
+        except IndexError as e:
+            print("", end="")
+            return sys.exc_info()[0].__name__, str(e)
+
+    assert assert_same_clean(f, [1]) == ("ok", ("IndexError", "list index out of range"))
+
+
+def test_break_in_a_handler_inside_a_loop():
+    def f():
+        out = []
+        for i in range(3):
+            try:
+                if i == 1:
+                    raise ValueError(i)
+                out.append(i)
+            except ValueError as e:
+                print("", end="")
+                out.append((str(e), sys.exc_info()[0].__name__))
+        return out, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", ([0, ("1", "ValueError"), 2], None))
+
+
+def test_raised_exception_object_keeps_its_identity_across_a_break():
+    def f():
+        err = KeyError("e")
+        try:
+            raise err
+        except KeyError as e:
+            print("", end="")
+            return e is err, e.__traceback__ is not None
+
+    assert assert_same_clean(f) == ("ok", (True, True))
+
+
+def test_raise_from_after_a_break_in_a_handler():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            try:
+                print("", end="")
+                raise TypeError("t") from e
+            except TypeError as t:
+                return t.__cause__ is e, t.__context__ is e, t.__suppress_context__
+
+    assert assert_same_clean(f) == ("ok", (True, True, True))
+
+
+def _exc_type_now():
+    print("", end="")
+    return sys.exc_info()[0]
+
+
+def test_inlined_helper_breaking_inside_a_callers_handler_sees_the_exception():
+    def f():
+        try:
+            raise ValueError("a")
+        except ValueError:
+            r = _exc_type_now()
+        return r, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", (ValueError, None))
+
+
+def _breaks_then_raises():
+    print("", end="")
+    raise KeyError("k")
+
+
+def _calls_breaks_then_raises():
+    return _breaks_then_raises()
+
+
+def test_exception_from_a_continuation_inside_a_callers_handler_restores_exc_info():
+    def g():
+        try:
+            raise ValueError("v")
+        except ValueError:
+            return _calls_breaks_then_raises()
+
+    def f():
+        try:
+            g()
+        except KeyError as k:
+            ctx = repr(k.__context__)
+        return ctx, sys.exc_info()
+
+    assert _assert_same_no_eager_run(f) == ("ok", ("ValueError('v')", (None, None, None)))
+
+
+class _ExitSeesTraceback:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, t, v, tb):
+        self.seen = (t, tb is None)
+        return True
+
+
+def test_exit_of_a_with_block_gets_the_traceback_of_the_exception():
+    def f():
+        c = _ExitSeesTraceback()
+        with c:
+            raise ValueError
+        return c.seen
+
+    assert assert_same_clean(f) == ("ok", (ValueError, False))
+
+
+def test_assert_raises_context_with_a_break_in_its_exit():
+    import unittest
+
+    class T(unittest.TestCase):
+        def runTest(self):
+            pass
+
+    tc = T()
+
+    def f():
+        with tc.assertRaises(ZeroDivisionError) as cm:
+            1 / 0
+        return type(cm.exception).__name__, cm.exception.__traceback__, sys.exc_info()[0]
+
+    assert assert_same_clean(f) == ("ok", ("ZeroDivisionError", None, None))
+
+
+def test_bare_raise_in_a_helper_reraises_the_callers_handled_exception():
+    def reraise():
+        raise
+
+    def f():
+        try:
+            try:
+                raise ValueError("a")
+            except ValueError:
+                reraise()
+        except ValueError as e:
+            return str(e)
+
+    assert assert_same_clean(f) == ("ok", "a")
+
+
+def test_bare_raise_outside_any_handler_in_the_trace_runs_natively():
+    def f():
+        try:
+            raise
+        except RuntimeError as e:
+            return type(e).__name__
+    # the compiled function is called while its caller handles an exception:
+    # a bare raise re-raises that one, as in Python
+
+    def outer(fn):
+        try:
+            raise KeyError("outer")
+        except KeyError:
+            try:
+                return fn()
+            except KeyError as e:
+                return "reraised " + str(e)
+
+    config.force_transform = True
+    try:
+        compiled = bytegraph.compile(f, backend="eager")
+        assert outer(compiled) == outer(f) == "reraised 'outer'"
+        assert compiled() == f() == "RuntimeError"
+    finally:
+        config.force_transform = False
+
+
+def _breaks_and_raises_key_error():
+    print("", end="")
+    raise KeyError("k")
+
+
+def _passes_it_on():
+    return _breaks_and_raises_key_error()
+
+
+def test_exception_from_an_inner_continuation_reaches_an_outer_try():
+    # the continuations below a call inside a try block run inside it
+    def f():
+        try:
+            _passes_it_on()
+        except KeyError as e:
+            return "caught " + str(e)
+
+    assert _assert_same_no_eager_run(f) == ("ok", "caught 'k'")
+
+
+def test_reading_the_frames_own_unbound_cell_is_an_unbound_local_error():
+    def f():
+        def g():
+            return y
+        try:
+            y
+        except UnboundLocalError:
+            r = "unbound local"
+        except NameError:
+            r = "name error"
+        y = 2
+        return r, g()
+
+    assert assert_same_clean(f) == ("ok", ("unbound local", 2))
+
+
+def test_reading_the_frames_own_unbound_cell_after_a_break():
+    def f():
+        def g():
+            return y
+        print("", end="")
+        try:
+            y
+        except UnboundLocalError:
+            r = "unbound local"
+        except NameError:
+            r = "name error"
+        y = 2
+        return r, g()
+
+    assert assert_same_clean(f) == ("ok", ("unbound local", 2))
+
+
+def test_free_variable_unbound_after_a_break_is_a_name_error():
+    def f():
+        def inner():
+            print("", end="")
+            return y
+        try:
+            inner()
+        except UnboundLocalError:
+            return "unbound local"
+        except NameError:
+            return "name error"
+        y = 1
+
+    assert _assert_same_no_eager_run(f) == ("ok", "name error")
+
+
+def test_functools_wraps_wrapper_binds_its_own_parameters():
+    import functools
+
+    def deco(func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            print("", end="")
+            return func(*args, **kwargs), args, kwargs
+        return wrapper
+
+    @deco
+    def target(a, b=2):
+        return a + b
+
+    def f():
+        return target(1, b=5)
+
+    assert assert_same_clean(f) == ("ok", (6, (1,), {"b": 5}))
+    eager, compiled, fallbacks, _ = run_both(target, 1, b=5)
+    assert compiled == eager == ("ok", (6, (1,), {"b": 5}))
+
+
+def test_exception_created_with_keyword_attributes():
+    def f():
+        sentinel = "s"
+        exc = AttributeError("Ouch", name="carry", obj=sentinel)
+        return exc.name, exc.obj, exc.args
+
+    assert _assert_same_no_eager_run(f) == ("ok", ("carry", "s", ("Ouch",)))
+
+
+class _LoggedError(Exception):
+    log = []
+
+    def __init__(self, *args):
+        _LoggedError.log.append(args)
+        super().__init__(*args)
+
+
+def test_exception_class_with_a_python_init_runs_it_once():
+    def f():
+        _LoggedError.log.clear()
+        try:
+            raise _LoggedError(1)
+        except _LoggedError:
+            pass
+        return list(_LoggedError.log)
+
+    assert _assert_same_no_eager_run(f) == ("ok", [(1,)])
+
+
+def test_exception_raised_in_the_trace_and_kept_after_its_handler():
+    # CPython's test_exceptions.test_context_of_exception_in_try_and_finally
+    def f():
+        try:
+            try:
+                te = TypeError(1)
+                raise te
+            finally:
+                ve = ValueError(2)
+                raise ve
+        except Exception as e:
+            exc = e
+        return exc is ve, exc.__context__ is te, exc.__traceback__ is not None
+
+    assert _assert_same_no_eager_run(f) == ("ok", (True, True, True))
+
+
+def test_caught_exception_returned_keeps_its_traceback():
+    def f():
+        try:
+            {}["missing"]
+        except KeyError as e:
+            err = e
+        return err
+
+    eager, compiled, _, _ = run_both(f)
+    assert type(compiled[1]) is KeyError and compiled[1].args == eager[1].args
+    assert compiled[1].__traceback__ is not None
+
+
+def test_object_with_a_finalizer_made_and_dropped_in_the_trace_is_finalized():
+    # CPython's test_exceptions.test_3114
+    def f():
+        seen = []
+
+        class WithDel:
+            def __del__(self):
+                seen.append(sys.exc_info()[0])
+
+        try:
+            raise Exception(WithDel())
+        except Exception:
+            pass
+        _collect_quietly()
+        return seen
+
+    assert _assert_same_no_eager_run(f) == ("ok", [None])
+
+
+def _count_down(n):
+    return _count_down(n - 1) + 1 if n else 0
+
+
+def test_deep_recursion_in_traced_code_is_not_a_recursion_error():
+    def f():
+        return _count_down(300)
+
+    assert _assert_same_no_eager_run(f) == ("ok", 300)
+
+
+def test_compiling_near_the_recursion_limit_falls_back_instead_of_raising():
+    def deep(n, fn):
+        return fn() if n == 0 else deep(n - 1, fn)
+
+    def f():
+        return _count_down(100)
+
+    config.force_transform = config.raise_on_error = True
+    old = sys.getrecursionlimit()
+    compiled = bytegraph.compile(f, backend="eager")
+    sys.setrecursionlimit(300)
+    try:
+        assert deep(60, compiled) == deep(60, f) == 100
+    finally:
+        sys.setrecursionlimit(old)
+        config.force_transform = config.raise_on_error = False
+
+
+class _Payload(Exception):
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def test_exception_state_is_freed_when_the_handler_ends_without_a_gc():
+    # CPython's test_exceptions.testExceptionCleanupState ("complicated
+    # construct"): reference counting alone frees the object; nothing the
+    # compile made (traces are cycles) may keep it until a collection
+    import weakref
+
+    class Obj:
+        pass
+
+    def f():
+        obj = Obj()
+        wr = weakref.ref(obj)
+
+        def inner_raising_func():
+            local_ref = obj  # noqa: F841
+            raise _Payload(obj)
+        try:
+            inner_raising_func()
+        except _Payload:
+            try:
+                try:
+                    raise
+                finally:
+                    raise
+            except _Payload:
+                pass
+        obj = None
+        return wr() is None
+
+    import gc
+    gc.disable()
+    try:
+        assert _assert_same_no_eager_run(f) == ("ok", True)
+    finally:
+        gc.enable()
+
+
+def test_frame_that_falls_back_sees_the_callers_exception_not_bytegraphs():
+    def body():
+        # a generator frame runs eagerly (fallback) inside the caller's handler
+        yield sys.exc_info()[1]
+        try:
+            raise KeyError("inner")
+        except KeyError as k:
+            yield k.__context__
+
+    def g():
+        return list(body())
+
+    def f():
+        try:
+            raise ValueError("outer")
+        except ValueError as e:
+            got = g()
+            return [type(x).__name__ for x in got], got[0] is e, got[1] is e
+
+    assert _assert_same_no_eager_run(f) == ("ok", (["ValueError", "ValueError"], True, True))
+
+
+def test_compiled_function_called_inside_a_handler_sees_the_handled_exception():
+    def inner():
+        print("", end="")
+        return repr(sys.exc_info()[1])
+
+    compiled_inner = bytegraph.compile(inner, backend="eager")
+
+    def outer(fn):
+        try:
+            raise ValueError("outer")
+        except ValueError:
+            return fn()
+
+    config.force_transform = True
+    try:
+        assert outer(compiled_inner) == outer(inner) == "ValueError('outer')"
+    finally:
+        config.force_transform = False
+
+
+def test_native_exec_after_a_break_sees_the_frames_arguments():
+    # CPython's test_scope.testClassAndGlobal: exec() reads the calling frame
+    def f(obj):
+        out = []
+        exec("out.append(obj)")
+        return out
+
+    assert assert_same_clean(f, 5) == ("ok", [5])
+
+
+def test_except_clause_matches_by_mro_not_by_subclasscheck():
+    class Meta(type):
+        def __subclasscheck__(cls, subclass):
+            raise ValueError()
+
+    class Mine(Exception, metaclass=Meta):
+        pass
+
+    def f():
+        try:
+            raise KeyError()
+        except Mine:
+            return "mine"
+        except KeyError:
+            return "key"
+
+    assert assert_same_clean(f) == ("ok", "key")
+
+
+def test_code_name_of_a_resumed_frame_in_a_traceback_is_the_functions():
+    # CPython's test_exceptions.testSettingException reads tb_frame.f_code.co_name
+    def f():
+        try:
+            print("", end="")
+            raise KeyError("k")
+        except KeyError:
+            return sys.exc_info()[2].tb_frame.f_code.co_name
+
+    assert assert_same_clean(f) == ("ok", "f")
+
 
 # ---------------------------------------------------------------------------
 # finalizers run when eager runs them

@@ -46,13 +46,6 @@ def plan_break(exc: Unsupported) -> BreakPlan:
     frame = getattr(exc, "frame", None)
     if frame is None:
         raise exc
-    if any(f.exc_stack for f in frame_chain(frame)):
-        # The exception being handled (what a bare `raise` or sys.exc_info()
-        # sees) cannot be handed to a resume function: run the frame eagerly.
-        inside = Unsupported(f"{exc.explanation}, inside an exception handler", kind="break_in_handler",
-                             hint="the frame runs eagerly; move the construct out of the except/finally block")
-        inside.location = exc.location
-        raise inside
     index, step = exc.index, exc.step
     record = exc.record()
     while True:
@@ -74,7 +67,7 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         outermost_indirect = None
         f = frame
         while f.parent is not None:
-            if not f.direct_call or (_in_protected_block(f.parent) and not _is_plain_call(f.parent)):
+            if not f.direct_call or (_deferred(f) and not _is_plain_call(f.parent)):
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
@@ -87,6 +80,19 @@ def plan_break(exc: Unsupported) -> BreakPlan:
 def _is_plain_call(frame) -> bool:
     """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
     return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
+
+
+def _deferred(frame) -> bool:
+    """Whether ``frame``'s continuation must run as a thunk, from its caller's
+    continuation re-running the call (see BreakEmitter._emit_chain): some
+    caller up the chain is inside a try/with block, whose handler must see
+    what the continuations inside it raise."""
+    g = frame.parent
+    while g is not None:
+        if _in_protected_block(g):
+            return True
+        g = g.parent
+    return False
 
 
 def _in_protected_block(frame) -> bool:
@@ -110,7 +116,9 @@ def _bound_plain_locals(frame, names) -> List[Tuple[str, Value]]:
     out = []
     for name in names:
         v = frame.locals.get(name)
-        if v is not None and not isinstance(v, CellValue):
+        if v is not None:
+            # (``names`` are plain locals: a CellValue here is a cell object the
+            # user's code holds, e.g. ``c = f.__closure__[0]``, not a frame cell)
             out.append((name, v))
         elif v is None and name in frame.unrealized:
             out.append((name, UnrealizedLocal(frame, name)))
@@ -151,11 +159,15 @@ class FrameState:
         self.locals = _bound_plain_locals(frame, local_names)
         self.state_dict = state_dict
         self.cells = [frame.locals[n] for n in cell_names(frame.code)]
+        #: ``(stack index of the saved previous exception, exception)`` of each
+        #: handler the frame is in, outermost first (see Frame.exc_depths)
+        self.exc_levels = list(zip(frame.exc_depths, frame.exc_stack))
 
     def values(self) -> List[Value]:
         out = [v for v in self.stack if not isinstance(v, NullValue)]
         out += [v for _, v in self.locals]
         out += self.cells
+        out += [exc for _, exc in self.exc_levels]
         return out
 
 
@@ -173,11 +185,22 @@ class BreakEmitter:
     # -- what must survive --------------------------------------------------
     def states(self) -> List[FrameState]:
         plan = self.plan
+        handling = [f for f in self.frames[1:] if f.exc_stack] if plan.mode == "chain" else \
+            ([self.root] if plan.mode == "loop" and self.root.exc_stack else [])
+        if handling:
+            # Only the root frame's own handlers are re-established (_emit_instr):
+            # inlined frames' continuations would each need theirs around the
+            # calls of the frames inside them.
+            inside = Unsupported(f"{plan.record.explanation}, inside an exception handler of an inlined call",
+                                 kind="break_in_handler",
+                                 hint="the frame runs eagerly; move the construct out of the except/finally block")
+            inside.location = plan.record.location
+            raise inside
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
-            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _in_protected_block(f)
-                               else _resume_index(f), list(f.stack)) for f in self.frames]
+            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _deferred(self.frames[i + 1])
+                               else _resume_index(f), list(f.stack)) for i, f in enumerate(self.frames)]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -266,31 +289,42 @@ class BreakEmitter:
             cg.emit("STORE_FAST", t)
         cg.call(argc)
 
-    def save_native_stack(self, null_mask) -> List[str]:
-        """Pop the native stack into temporaries; NULL slots get a dummy."""
+    def save_native_stack(self, null_mask, drop=()) -> List[Optional[str]]:
+        """Pop the native stack into temporaries; NULL slots get a dummy.
+        Slots in ``drop`` (saved previous exceptions, which the resume
+        prologue makes again) are popped: a temporary would keep the
+        exception, and all its traceback reaches, alive past its handler."""
         cg = self.cg
-        temps = [cg.new_temp() for _ in null_mask]
+        temps = [None if i in drop else cg.new_temp() for i in range(len(null_mask))]
         for t in reversed(temps):
-            cg.emit("STORE_FAST", t)
+            cg.emit("POP_TOP" if t is None else "STORE_FAST", t)
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False, tail: bool = False) -> None:
+                    thunk: bool = False, tail: bool = False, exc_levels=()) -> None:
         """Call the resume function of ``frame`` at ``index``.  With ``tail``
         (the call's result is returned at once), bytegraph's own temporaries
         and generated parameters are cleared once the arguments are loaded:
         in eager they were stack values the native instruction consumed, and
-        holding them for the rest of the call would keep objects alive."""
+        holding them for the rest of the call would keep objects alive.
+        ``exc_levels`` (see FrameState) are the handlers it resumes inside:
+        their saved previous exceptions are not passed, the resume prologue
+        makes them again with ``PUSH_EXC_INFO`` of each exception (passed
+        instead)."""
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
-        code = resume_code(frame.code, index, tuple(null_mask), local_names)
+        exc_slots = tuple(d for d, _ in exc_levels)
+        code = resume_code(frame.code, index, tuple(null_mask), local_names, exc_slots)
 
         def args():
             n = 0
-            for is_null, t in zip(null_mask, stack_temps):
-                if not is_null:
+            for i, (is_null, t) in enumerate(zip(null_mask, stack_temps)):
+                if not is_null and i not in exc_slots:
                     cg.emit("LOAD_FAST", t)
                     n += 1
+            for _, exc in exc_levels:
+                cg.reconstruct(exc)
+                n += 1
             if state_temp is not None:
                 cg.emit("LOAD_FAST", state_temp)
                 n += 1
@@ -341,15 +375,58 @@ class BreakEmitter:
     def emit(self, states: List[FrameState]) -> None:
         getattr(self, "_emit_" + self.plan.mode)(states)
 
-    def _push_stack(self, st: FrameState) -> None:
-        for v in st.stack:
-            self.cg.reconstruct(v)
+    def _push_stack(self, st: FrameState) -> Optional[str]:
+        """Push ``st``'s stack.  Inside handlers, each saved previous exception
+        is made by ``PUSH_EXC_INFO`` of the handled exception, as the
+        handler's own entry did: the native instruction then sees the
+        exception being handled (bare ``raise``, ``sys.exc_info()``, the
+        ``__context__`` of what it raises).  Returns the temporary holding
+        the exception the caller was handling (None outside handlers)."""
+        cg = self.cg
+        prev_at = dict(st.exc_levels)
+        outer_prev = None
+        for i, v in enumerate(st.stack):
+            if i not in prev_at:
+                cg.reconstruct(v)
+                continue
+            cg.reconstruct(prev_at[i])
+            cg.emit("PUSH_EXC_INFO")
+            cg.emit("POP_TOP")
+            if outer_prev is None:
+                outer_prev = cg.new_temp()
+                cg.emit("COPY", arg=1)
+                cg.emit("STORE_FAST", outer_prev)
+        return outer_prev
+
+    def _store_locals(self, st: FrameState) -> None:
+        """Bind the frame's own local slots to the locals the trace bound.
+
+        The native instruction runs in this frame: ``exec``, ``eval``,
+        ``locals()`` or a callee's ``sys._getframe(1)`` read its locals,
+        which the transformed code otherwise never writes."""
+        from .sources import LocalSource
+        cg = self.cg
+        for name, v in st.locals:
+            if v.source == LocalSource(name):
+                continue  # the argument, still in its slot
+            cg.reconstruct(v)
+            cg.emit("STORE_FAST", name)
+
+    def _restore_exc_info(self, outer_prev: Optional[str]) -> None:
+        """Leave the handlers entered by _push_stack (the resume function enters them again)."""
+        if outer_prev is not None:
+            self.cg.emit("LOAD_FAST", outer_prev)
+            self.cg.emit("POP_EXCEPT")
 
     def _emit_instr(self, states) -> None:
         cg, root = self.cg, self.root
         (st,) = states
-        self._push_stack(st)
         ins = root.instrs[root.ip]
+        if st.exc_levels and ins.exn is None:
+            # (never from CPython's compiler: a handler's body is covered by its cleanup)
+            raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
+        self._store_locals(st)
+        outer_prev = self._push_stack(st)
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
@@ -367,16 +444,21 @@ class BreakEmitter:
             if is_jump:
                 native[-1].target = label
             cg.instrs.append(label)
-            temps = self.save_native_stack(mask)
-            self.call_resume(root, s, mask, temps, st.locals, tail=True)
+            levels = [(d, exc) for d, exc in st.exc_levels if d < len(mask)]
+            temps = self.save_native_stack(mask, drop={d for d, _ in levels})
+            self._restore_exc_info(outer_prev)
+            self.call_resume(root, s, mask, temps, st.locals, tail=True, exc_levels=levels)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
             e = ins.exn
             mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
-            temps = self.save_native_stack(mask)
+            levels = [(d, exc) for d, exc in st.exc_levels if d < e.depth]
+            temps = self.save_native_stack(mask, drop={d for d, _ in levels})
+            self._restore_exc_info(outer_prev)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True)
+            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True,
+                             exc_levels=levels)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:
@@ -513,10 +595,12 @@ class BreakEmitter:
             nxt = instr("NOP", positions=cg.positions)
             if j < len(exits) - 1:
                 cg.emit("LOAD_FAST", payload)
+                cg.emit("LOAD_CONST", 0)
+                cg.emit("BINARY_SUBSCR")
                 cg.emit("LOAD_CONST", j)
                 cg.emit("COMPARE_OP", "==")
                 cg.emit("POP_JUMP_IF_FALSE", target=nxt)
-            self._leave_loop_to(target, len(outer), depths[target], st.null_mask, state_temp)
+            self._exit_loop_to(target, st.null_mask, depths[target], payload, state_temp)
             cg.instrs.append(nxt)
         if not exits:
             cg.emit("LOAD_CONST", None)
@@ -525,6 +609,22 @@ class BreakEmitter:
         if lp.is_for:
             end = root.index_of[id(root.instrs[lp.head].target)]
             self._leave_loop_to(end, len(outer) - 1, depths[end], st.null_mask, state_temp)
+
+    def _exit_loop_to(self, target: int, null_mask, depth_there: int, payload: str, state_temp) -> None:
+        """Continue at loop exit ``target`` with the stack the body handed back
+        (``payload[1]``, see :func:`resume.loop_body_code`)."""
+        cg = self.cg
+        self.discard_native(tuple(null_mask))
+        cg.emit("LOAD_FAST", payload)
+        cg.emit("LOAD_CONST", 1)
+        cg.emit("BINARY_SUBSCR")
+        cg.emit("UNPACK_SEQUENCE", arg=depth_there)
+        mask = (False,) * depth_there
+        temps = [cg.new_temp() for _ in mask]
+        for t in temps:   # UNPACK_SEQUENCE leaves the first item on top
+            cg.emit("STORE_FAST", t)
+        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp, tail=True)
+        cg.emit("RETURN_VALUE")
 
     def _leave_loop_to(self, target: int, depth_now: int, depth_there: int, null_mask, state_temp) -> None:
         cg = self.cg
@@ -542,12 +642,28 @@ class BreakEmitter:
         which calls the thunk inside the block."""
         cg = self.cg
         carried = None   # (kind, temp): "result" of the inner continuation, or its "thunk"
+        levels = states[0].exc_levels
+        outer_prev = cleanup = None
+        if levels:
+            # The root is inside handlers: the inner frames' continuations run
+            # (before the root's) with its exception being handled.  Leaving
+            # by an exception, the section restores the caller's, as the
+            # root's handler cleanup would have.
+            outer_prev = cg.new_temp()
+            for j, (_, exc) in enumerate(levels):
+                cg.reconstruct(exc)
+                cg.emit("PUSH_EXC_INFO")
+                cg.emit("POP_TOP")
+                cg.emit("STORE_FAST" if j == 0 else "POP_TOP", outer_prev if j == 0 else None)
+            cleanup = instr("NOP", positions=cg.positions)
+            protected_from = len(cg.instrs)
         for st in reversed(states):
             frame = st.frame
             index = st.index
             stack_temps = []
-            for v in st.stack:
-                if isinstance(v, NullValue):
+            prev_slots = {d for d, _ in st.exc_levels} if frame is self.root else set()
+            for i, v in enumerate(st.stack):
+                if isinstance(v, NullValue) or i in prev_slots:
                     stack_temps.append(None)
                 else:
                     t = cg.new_temp()
@@ -563,10 +679,21 @@ class BreakEmitter:
                 mask += call_mask
                 stack_temps += call_temps
             if frame is self.root:
-                self.call_resume(frame, index, mask, stack_temps, st.locals)
+                if levels:
+                    from .bytecode import ExnEntry
+                    entry = ExnEntry(cleanup, 0, False)
+                    for ins in cg.instrs[protected_from:]:
+                        if ins.exn is None:
+                            ins.exn = entry
+                    self._restore_exc_info(outer_prev)
+                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels)
                 cg.emit("RETURN_VALUE")
+                if levels:
+                    cg.instrs.append(cleanup)
+                    self._restore_exc_info(outer_prev)
+                    cg.emit("RERAISE", arg=0)
                 continue
-            thunk = _in_protected_block(frame.parent)
+            thunk = _deferred(frame)
             self.call_resume(frame, index, mask, stack_temps, st.locals, thunk=thunk)
             temp = cg.new_temp()
             cg.emit("STORE_FAST", temp)

@@ -10,7 +10,6 @@ capture, runs the original function eagerly).
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import traceback
 import types
@@ -22,6 +21,7 @@ from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .diagnostics import ENABLED, STATS, emit, log
+from .guards import signature_of
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 _ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
@@ -66,20 +66,26 @@ class FrameCache:
         and the dynamic-shape policy are not thread-safe).  The entry runs
         after the lock is released.
         """
+        entry = self._resolve(fn, args, kwargs)
+        if entry is None:
+            return fn(*args, **kwargs)
+        return self._run_entry(entry, fn, args, kwargs)
+
+    def _resolve(self, fn, args, kwargs) -> Optional[CacheEntry]:
+        """The entry to run for a call that missed, compiling it if needed;
+        None: run ``fn`` itself."""
         STATS.cache_misses += 1
         if self._eager_reason is not None:
-            return fn(*args, **kwargs)
+            return None
         try:
-            inspect.signature(fn).bind(*args, **kwargs)
+            signature_of(fn).bind(*args, **kwargs)
         except TypeError:
-            return fn(*args, **kwargs)
+            return None
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)
             if entry is None:
                 entry = self._compile(fn, args, kwargs)
-        if isinstance(entry, _Eager):
-            return fn(*args, **kwargs)
-        return self._run_entry(entry, fn, args, kwargs)
+        return None if isinstance(entry, _Eager) else entry
 
     def _lookup(self, fn, args, kwargs):
         """An entry whose guard holds for this call (the slow path's second look)."""
@@ -117,7 +123,17 @@ class FrameCache:
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
+        except RecursionError:
+            # Compiling needs far more stack than running (deep user
+            # recursion, deeply nested data): the frame runs eagerly this time
+            # (and may compile when called from shallower); never the user's
+            # RecursionError.
+            rec = BreakRecord("recursion", "Python's recursion limit reached while compiling", _fn_location(fn),
+                              "the frame runs eagerly")
+            return self._fall_back(fn, rec, sticky=False)
         except Unsupported as e:
+            if e.kind == "recursion":
+                return self._fall_back(fn, e.record(), sticky=False)
             if e.kind == "internal" and config.raise_on_error:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {e}") from e
             record = e.record()
@@ -132,12 +148,6 @@ class FrameCache:
             self._backend_failures += 1
             rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=self._backend_failures >= _STICKY_BACKEND_FAILURES)
-        except RecursionError:
-            # a structure nested deeper than bytegraph's own recursion (tracing,
-            # rebuilding it) can follow: the frame runs natively, as eager does
-            rec = BreakRecord("recursion_limit", "RecursionError while compiling (deeply nested data or calls)",
-                              _fn_location(fn), "the frame runs eagerly")
-            return self._fall_back(fn, rec, sticky=False)
         except Exception as e:
             if config.raise_on_error or self._fullgraph:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e
@@ -255,14 +265,8 @@ class FrameRunner(FrameCache):
             if hit:
                 STATS.cache_hits += 1
                 return entry.function_for(fn)
-        STATS.cache_misses += 1
-        if self._eager_reason is not None:
-            return fn
-        with _COMPILE_LOCK:
-            entry = self._lookup(fn, args, {})
-            if entry is None:
-                entry = self._compile(fn, args, {})
-        return fn if isinstance(entry, _Eager) else entry.function_for(fn)
+        entry = self._resolve(fn, args, {})
+        return fn if entry is None else entry.function_for(fn)
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)

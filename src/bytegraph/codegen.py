@@ -292,7 +292,39 @@ class Codegen:
                 break
 
     def assemble(self) -> types.CodeType:
-        return assemble(self.instrs, self.root_code)
+        return assemble(clear_dead_temps(self.instrs), self.root_code)
+
+
+TEMP_PREFIX = "___bg_tmp"
+
+
+def clear_dead_temps(instrs: list) -> list:
+    """``instrs`` with a ``DELETE_FAST`` after each last read of a temporary.
+
+    Temporaries hold rebuilt objects (new objects, cells, results) for the
+    whole frame otherwise: a break's native call and its resume functions
+    would run with objects alive that Python had freed already (an object
+    made and dropped inside an inlined call).  (The user's own locals are
+    left alone: a native ``exec`` or ``locals()`` may read the frame.)
+    """
+    from .bytecode import live_locals
+    live = live_locals(instrs)
+    n = len(instrs)
+    index = {id(ins): k for k, ins in enumerate(instrs)}
+    out = []
+    for k, ins in enumerate(instrs):
+        out.append(ins)
+        if ins.opname != "LOAD_FAST" or not ins.argval.startswith(TEMP_PREFIX):
+            continue
+        # (not after a dead STORE_FAST: a NULL stack slot saved that way leaves
+        # the temporary unbound)
+        # LOAD_FAST neither jumps nor ends a block: its only successor is k + 1
+        after = live[k + 1] if k + 1 < n else frozenset()
+        if ins.exn is not None:
+            after = after | live[index[id(ins.exn.target)]]
+        if ins.argval not in after:
+            out.append(instr("DELETE_FAST", ins.argval, positions=ins.positions, exn=ins.exn))
+    return out
 
 
 def _hashable(obj) -> bool:

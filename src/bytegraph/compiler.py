@@ -28,7 +28,7 @@ from .tracer import Trace
 
 #: Failures that a graph break cannot get past (the value would fail again in
 #: the resume function): the whole frame runs eagerly instead.
-NO_BREAK_KINDS = frozenset({"unsupported_input", "internal", "generator_object"})
+NO_BREAK_KINDS = frozenset({"unsupported_input", "internal", "generator_object", "recursion"})
 
 
 class CacheEntry:
@@ -91,7 +91,9 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     # what the entry keeps of ``fn``: a generated function's cells belong to one call
     kept = _without_call_closure(fn) if closure_param else fn
     plan: Optional[BreakPlan] = None
+    emitter = states = None
     trace = Trace(fn, policy, backend_name)
+    failure = None
     try:
         result = trace.run(args, kwargs)
     except UserException:
@@ -99,30 +101,53 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     except Unsupported as e:
         if fullgraph or e.kind in NO_BREAK_KINDS:
             raise
-        plan = plan_break(_outside_open_contexts(trace, e))
-        trace = Trace(fn, policy, backend_name)
-        trace.stop_step = plan.step
-        try:
-            result = trace.run(args, kwargs)
-        except UserException:
-            return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
-        if trace.stopped_frame is None:
-            raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+        # (its traceback holds this frame, which holds it: a cycle that would
+        # keep the trace, and every user object it met, alive until a gc)
+        failure = e.with_traceback(None)
+    while True:
+        if failure is not None:
+            # (outside the except block: nothing the retraces do may see
+            # bytegraph's own exception as the one being handled)
+            failure = _outside_open_contexts(trace, failure)
+            trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
+            plan = plan_break(failure)
+            trace = Trace(fn, policy, backend_name)
+            trace.stop_step = plan.step
+            try:
+                result = trace.run(args, kwargs)
+            except UserException:
+                return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
+            if trace.stopped_frame is None:
+                raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+        se = trace.side_effects
+        if plan is not None:
+            emitter = BreakEmitter(None, trace, plan, runner_for)
+            states = emitter.states()
+            roots = se.replay_roots() + [v for st in states for v in st.values()]
+        else:
+            roots = [result] + se.replay_roots()
+        counts, tensors = live_values(roots)
+        # An exception raised in the trace and still reached afterwards (kept
+        # in a local across a break, stored, returned) would be rebuilt
+        # without its traceback, context and identity: break where it was
+        # raised instead, so the native code raises the real one.
+        raised = [trace.raise_steps[k][1] for k in counts if k in trace.raise_steps]
+        if plan is None and not config.force_transform and not (trace.graph.op_count > 0 or tensors):
+            break  # the original code runs (see below)
+        if not raised:
+            break
+        if fullgraph:
+            raise Unsupported("an exception raised in the trace outlives its handler", kind="raised_exception")
+        why = Unsupported("an exception raised in the trace is used after its handler", kind="raised_exception",
+                          hint="the frame breaks where it is raised")
+        trace, failure = _failure_at(min(raised), why, fn, args, kwargs, policy, backend_name)
+    if plan is not None:
         STATS.graph_breaks += 1
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
         emit("break", plan.record)
 
     graph = trace.graph
-    se = trace.side_effects
     _add_trace_wide_guards(trace, fn, closure_param)
-    emitter = states = None
-    if plan is not None:
-        emitter = BreakEmitter(None, trace, plan, runner_for)
-        states = emitter.states()
-        roots = se.replay_roots() + [v for st in states for v in st.values()]
-    else:
-        roots = [result] + se.replay_roots()
-    counts, tensors = live_values(roots)
     has_graph = graph.op_count > 0 or bool(tensors)
     if not has_graph and plan is None and not config.force_transform:
         # Nothing for a backend: the original code does the same work (side
@@ -248,6 +273,50 @@ def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
                         kind=e.kind, hint=e.hint)
     moved.location, moved.frame, moved.index, moved.step = ctx.location, ctx.frame, ctx.index, ctx.step
     return moved
+
+
+def _before_traced_raises(trace: Trace, failure: Unsupported, fn, args, kwargs, policy, backend_name):
+    """Move a break inside an exception handler to where the handled
+    exception was raised, when that raise happened in the trace.
+
+    Code after a break inside a handler runs with the handled exception
+    established natively (a bare ``raise``, ``sys.exc_info()``, chaining).
+    An exception raised in the trace is symbolic: rebuilding it would lose
+    its traceback, its context and its identity.  Breaking at its raise
+    instead makes the native code raise the real one, and the handler runs
+    in a resume function that receives it.  The trace is run again to that
+    step to see the state there (which may be inside an earlier handler in
+    turn: the steps only decrease).
+    """
+    while True:
+        frame = getattr(failure, "frame", None)
+        if frame is None:
+            return trace, failure
+        from .breaks import frame_chain
+        steps = [trace.raise_steps[id(v)][1] for f in frame_chain(frame) for v in f.exc_stack
+                 if id(v) in trace.raise_steps]
+        if not steps:
+            return trace, failure
+        why = Unsupported(f"{failure.explanation} at {failure.location}, inside the handler of an exception "
+                          "raised in the trace: the break moves to its raise", kind=failure.kind, hint=failure.hint)
+        trace, failure = _failure_at(min(steps), why, fn, args, kwargs, policy, backend_name)
+        failure = _outside_open_contexts(trace, failure)
+
+
+def _failure_at(step: int, why: Unsupported, fn, args, kwargs, policy, backend_name):
+    """A trace run to ``step`` and ``why`` located there, as if the
+    instruction at that step had been unsupported."""
+    trace = Trace(fn, policy, backend_name)
+    trace.stop_step = step
+    try:
+        trace.run(args, kwargs)
+    except (UserException, Unsupported):
+        trace.stopped_frame = None
+    stopped = trace.stopped_frame
+    if stopped is None:
+        raise Unsupported("the retrace did not reach the raise of an exception", kind="internal")
+    why.location, why.frame, why.index, why.step = stopped.location(), stopped, stopped.ip, step
+    return trace, why
 
 
 def _guard_disjoint_storage(trace: Trace) -> None:

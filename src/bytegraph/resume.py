@@ -11,7 +11,8 @@ Two kinds of generated code objects, both built from a *base* code object
   ``co_freevars`` lists them all and ``co_cellvars`` is empty.
 * an **outlined loop body** (:func:`loop_body_code`) runs one iteration of a
   loop and returns ``(status, payload, locals())``: status 0 continue,
-  1 leave the loop to exit ``payload``, 2 return ``payload``.  The loop itself
+  1 leave the loop (payload: exit index and the stack there), 2 return
+  ``payload``.  The loop itself
   stays native in the caller, so a break inside the body never makes
   iterations nest (DESIGN.md §8).
 
@@ -40,6 +41,7 @@ UNBOUND = _Unbound()
 
 STATE_ARG = "___bg_state"
 ITEM_ARG = "___bg_item"
+EXC_ARG = "___bg_exc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +144,36 @@ class _Builder:
         #: function of such code takes the original first argument first
         self.super_self = uses_zero_arg_super(base)
 
+    def own_cells_stay_local(self) -> None:
+        """Keep ``UnboundLocalError`` for the base frame's own empty cells.
+
+        Generated code receives every cell through its closure (free
+        variables), and CPython reports an empty free variable as a
+        ``NameError``.  Each read or delete of one of the base's own cells
+        gets a handler that raises the ``UnboundLocalError`` the base code
+        would have raised there (same line; the NameError is dropped before
+        it becomes anyone's context), into the instruction's own handler.
+        """
+        own = set(self.base.co_cellvars)
+        if not own:
+            return
+        depths = stack_depths(decode(self.base))
+        from .bytecode import ExnEntry
+        for k, ins in enumerate(self.body):
+            if ins.opname not in ("LOAD_DEREF", "DELETE_DEREF") or ins.argval not in own or depths[k] < 0:
+                continue
+            pos = ins.positions
+            block = [instr("POP_TOP", positions=pos, exn=ins.exn),
+                     instr("PUSH_NULL", positions=pos, exn=ins.exn),
+                     instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn),
+                     instr("LOAD_CONST", f"cannot access local variable '{ins.argval}' where it is not "
+                                         "associated with a value", positions=pos, exn=ins.exn),
+                     instr("PRECALL", arg=1, positions=pos, exn=ins.exn),
+                     instr("CALL", arg=1, positions=pos, exn=ins.exn),
+                     instr("RAISE_VARARGS", arg=1, positions=pos, exn=ins.exn)]
+            self.epilogue.extend(block)
+            ins.exn = ExnEntry(block[0], depths[k], False)
+
     def emit(self, opname, argval=None, *, arg=None, target=None, into=None):
         ins = instr(opname, argval, arg=arg, target=target, positions=self.positions)
         (self.prologue if into is None else into).append(ins)
@@ -177,9 +209,19 @@ class _Builder:
         self.emit("DELETE_FAST", STATE_ARG)
         self.state_end = len(self.prologue)
 
-    def push_stack(self, null_mask: Sequence[bool], names: Sequence[Optional[str]]) -> None:
-        for is_null, name in zip(null_mask, names):
-            if is_null:
+    def push_stack(self, null_mask: Sequence[bool], names: Sequence[Optional[str]], exc_slots=()) -> None:
+        """Push the stack from the parameters; each slot of ``exc_slots`` (a
+        handler's saved previous exception) is made by ``PUSH_EXC_INFO`` of
+        the handled exception, its parameter ``___bg_exc<j>``: the frame is
+        inside that handler again, as when the break happened."""
+        for i, (is_null, name) in enumerate(zip(null_mask, names)):
+            if i in exc_slots:
+                exc = f"{EXC_ARG}{exc_slots.index(i)}"
+                self.emit("LOAD_FAST", exc)
+                self.emit("DELETE_FAST", exc)
+                self.emit("PUSH_EXC_INFO")
+                self.emit("POP_TOP")
+            elif is_null:
                 self.emit("PUSH_NULL")
             elif name is None:
                 self.emit("LOAD_CONST", None)
@@ -188,6 +230,8 @@ class _Builder:
                 self.emit("DELETE_FAST", name)
 
     def assemble(self, name: str, origin_kind: str, loop_exits=()) -> types.CodeType:
+        # (``co_name`` stays the base's: tracebacks and ``f_code.co_name`` show
+        # the user's function; the qualified name tells the generated part)
         base = self.base
         cells = cell_names(base)
         params = ([SUPER_SELF_ARG] if self.super_self else []) + list(self.params)
@@ -200,38 +244,48 @@ class _Builder:
         code = assemble(instrs, base,
                         co_varnames=tuple(varnames), co_cellvars=(), co_freevars=cells,
                         co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
-                        co_flags=flags, co_name=name, co_qualname=f"{base.co_qualname}.<{name}>")
+                        co_flags=flags, co_name=base.co_name, co_qualname=f"{base.co_qualname}.<{name}>")
         block = (self.state_start, self.state_end) if self.state_start is not None else None
         _ORIGINS[code] = Origin(base, len(self.prologue), origin_kind, tuple(loop_exits), block)
         return code
 
 
 def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
-                local_names: Optional[Tuple[str, ...]]) -> types.CodeType:
+                local_names: Optional[Tuple[str, ...]], exc_slots: Tuple[int, ...] = ()) -> types.CodeType:
     """Resume ``code`` at instruction ``index`` with a stack of ``len(null_mask)`` slots.
 
     ``local_names`` are the locals passed as arguments after the stack values;
-    ``None`` means one state dict instead.
+    ``None`` means one state dict instead.  ``exc_slots``: stack slots of the
+    handlers the frame resumes inside (see ``_Builder.push_stack``); the
+    handled exceptions are passed after the stack values, instead of them.
 
     Example (the arguments of the function this returns)::
 
         resume_code(f.__code__, 12, (False,), ("x", "y"))  # (___bg_s0, x, y)
+        resume_code(f.__code__, 30, (False, False), ("x",), (0,))  # (___bg_s1, ___bg_exc0, x)
     """
     base, base_index = base_position(code, index)
-    key = ("resume", base, base_index, null_mask, local_names)
+    if not 0 <= base_index < len(decode(base)):
+        # a handler of bytegraph's own epilogue (see own_cells_stay_local):
+        # no instruction of the base to resume at
+        from .errors import Unsupported
+        raise Unsupported("a break whose handler is bytegraph's own code", kind="generated_handler")
+    key = ("resume", base, base_index, null_mask, local_names, exc_slots)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     b = _Builder(base)
-    stack_names = [None if is_null else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
+    b.own_cells_stay_local()
+    stack_names = [None if is_null or i in exc_slots else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
     b.params = [n for n in stack_names if n is not None]
+    b.params += [f"{EXC_ARG}{j}" for j in range(len(exc_slots))]
     b.start()
     if local_names is None:
         b.params.append(STATE_ARG)
         b.unpack_state()
     else:
         b.params.extend(local_names)
-    b.push_stack(null_mask, stack_names)
+    b.push_stack(null_mask, stack_names, exc_slots)
     b.emit("JUMP", target=b.body[base_index])
     out = b.assemble(f"resume_at_{base_index}", "resume")
     _CACHE[key] = out
@@ -311,7 +365,12 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    if any(null_mask):
+        # the body's exits hand the stack back in a tuple, which cannot hold NULL
+        from .errors import Unsupported
+        raise Unsupported("a loop with a NULL stack slot below it", kind="internal")
     b = _Builder(code)
+    b.own_cells_stay_local()
     instrs = b.body
     depths = stack_depths(decode(code))
     index = {id(i): k for k, i in enumerate(instrs)}
@@ -334,15 +393,29 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
     blocks: Dict[object, object] = {}
 
     def leave(status: int, payload_index: Optional[int], depth: int):
-        """A block that empties the stack and returns ``(status, payload, locals())``."""
+        """A block that empties the stack and returns ``(status, payload, locals())``.
+
+        Leaving to an exit (status 1), the payload is ``(exit index, stack)``:
+        the stack the exit expects, as the body has it.  The caller's copy of
+        the slots below the loop is not enough: a jump out of an inner loop of
+        an already outlined body may carry a value in them (its ``return``
+        value, moved below the popped iterators by ``SWAP``)."""
         key2 = (status, payload_index)
         if key2 in blocks:
             return blocks[key2]
         start = b.emit("NOP", into=b.epilogue)
-        for _ in range(depth):
-            b.emit("POP_TOP", into=b.epilogue)
-        b.emit("LOAD_CONST", status, into=b.epilogue)
-        b.emit("LOAD_CONST", payload_index, into=b.epilogue)
+        if status == 1:
+            b.emit("BUILD_TUPLE", arg=depth, into=b.epilogue)
+            b.emit("LOAD_CONST", payload_index, into=b.epilogue)
+            b.emit("SWAP", arg=2, into=b.epilogue)
+            b.emit("BUILD_TUPLE", arg=2, into=b.epilogue)
+            b.emit("LOAD_CONST", status, into=b.epilogue)
+            b.emit("SWAP", arg=2, into=b.epilogue)
+        else:
+            for _ in range(depth):
+                b.emit("POP_TOP", into=b.epilogue)
+            b.emit("LOAD_CONST", status, into=b.epilogue)
+            b.emit("LOAD_CONST", payload_index, into=b.epilogue)
         b.emit("PUSH_NULL", into=b.epilogue)
         b.emit("LOAD_CONST", builtins.locals, into=b.epilogue)
         b.emit("PRECALL", arg=0, into=b.epilogue)

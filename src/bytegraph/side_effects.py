@@ -36,6 +36,8 @@ class SideEffects:
         self.attr_writes: Dict[Value, Dict[str, Value]] = {}
         #: pending global writes: (id(globals dict), name) -> (globals dict, name, value)
         self.global_writes: Dict[Tuple[int, str], Tuple[dict, str, Value]] = {}
+        #: deleted globals that this call had set first (see ``delete_global``)
+        self.globals_made_absent: set = set()
         #: order of all pending effects (keys into the tables above)
         self.order: Dict[object, None] = {}
         #: hooks registered on pre-existing tensors: (tensor, hook fn, handle value)
@@ -96,6 +98,19 @@ class SideEffects:
     def store_global(self, f_globals: dict, name: str, value: Value) -> None:
         self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
         self.order[("global", id(f_globals), name)] = None
+        self.globals_made_absent.discard((id(f_globals), name))
+
+    def delete_global(self, f_globals: dict, name: str) -> None:
+        """``del`` of a global the trace found bound (``load_global`` raised otherwise).
+
+        One this call set first may not have existed before it: the net
+        effect is "absent whatever it was", replayed as ``pop(name, None)``,
+        not as a ``del`` that raises where Python did not."""
+        from .values.objects import DELETED
+        set_here = self.pending_global(f_globals, name) is not None
+        self.store_global(f_globals, name, DELETED)
+        if set_here:
+            self.globals_made_absent.add((id(f_globals), name))
 
     def pending_global(self, f_globals: dict, name: str) -> Optional[Value]:
         hit = self.global_writes.get((id(f_globals), name))
@@ -191,7 +206,16 @@ class SideEffects:
                     cg.emit("STORE_ATTR", name)
             else:
                 name, value = payload
-                if target is cg.root_globals:
+                if value is DELETED and (id(target), name) in self.globals_made_absent:
+                    cg.load_object(target)
+
+                    def key_and_default(name=name):
+                        cg.load_object(name)
+                        cg.load_object(None)
+                        return 2
+                    cg.call_method("pop", key_and_default)
+                    cg.emit("POP_TOP")
+                elif target is cg.root_globals:
                     if value is DELETED:
                         cg.emit("DELETE_GLOBAL", name)
                     else:

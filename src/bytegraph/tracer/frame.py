@@ -56,6 +56,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
     def __init__(self, trace, code: types.CodeType, f_globals: dict, locals_: Dict[str, Value],
                  closure: List[CellValue], parent: Optional["Frame"] = None, fn_name: str = ""):
         self.trace = trace
+        trace.frames.append(self)
         self.code = code
         self.instrs, self.index_of, self.loop_heads = code_info(code)
         self.ip = 0
@@ -72,7 +73,12 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.returned = False
         self.return_value: Optional[Value] = None
         self.current = None
+        #: exceptions being handled by this frame's except/finally blocks,
+        #: innermost last, and the stack index of each one's saved previous
+        #: exception (the slot ``PUSH_EXC_INFO`` pushed): a break inside a
+        #: handler re-establishes them there (breaks.BreakEmitter)
         self.exc_stack: List[Value] = []
+        self.exc_depths: List[int] = []
         #: items a generator frame has yielded (None for ordinary frames)
         self.yielded: Optional[List[Value]] = None
         #: a generator frame that stops at each ``yield`` (see start_generator)
@@ -125,6 +131,13 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 
     def raise_python_exception(self, exc: BaseException):
         """Raise ``exc`` inside the traced program (a symbolic exception)."""
+        # ``exc`` is only a description (type and arguments): the tracer's own
+        # frames in its traceback would hold this trace alive in a cycle
+        exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+        if isinstance(exc, RecursionError):
+            # the tracer's own stack ran out (constant folding, wrapping): the
+            # program would not necessarily fail here
+            raise Unsupported("Python's recursion limit reached while tracing", kind="recursion")
         raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))
                                                          for a in exc.args], real=exc))
 
@@ -221,6 +234,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             try:
                 handler(self, ins)
             except UserException as exc:
+                trace.raise_steps.setdefault(id(exc.value), (exc.value, self.step))
                 if not self._unwind_to_handler(exc, ins):
                     raise
             except Unsupported as exc:

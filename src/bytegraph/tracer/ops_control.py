@@ -14,7 +14,8 @@ from ..values.constants import NONE, const, is_none
 from ..values.containers import IteratorValue
 from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
 from ..values.modules import NewObjectValue
-from ..values.objects import ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue
+from ..values.objects import (ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue,
+                              traceback_of)
 
 
 # torch contexts whose enter/exit switch C++ state bytegraph does not model:
@@ -110,11 +111,14 @@ class ControlOps:
     def WITH_EXCEPT_START(self, ins):
         exit_fn = self.stack[-4]
         exc = self.stack[-1]
-        self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, NONE], {}))
+        self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, traceback_of(self, exc)], {}))
 
     # -- exceptions ----------------------------------------------------------------
     def PUSH_EXC_INFO(self, ins):
         exc = self.stack.pop()
+        # (the previous exception's value is used only by POP_EXCEPT, and a
+        # break re-creates the slot natively: see BreakEmitter._push_stack)
+        self.exc_depths.append(len(self.stack))
         self.stack.append(self.exc_stack[-1] if self.exc_stack else NONE)
         self.exc_stack.append(exc)
         self.stack.append(exc)
@@ -123,12 +127,19 @@ class ControlOps:
         self.stack.pop()
         if self.exc_stack:
             self.exc_stack.pop()
+            self.exc_depths.pop()
 
     def CHECK_EXC_MATCH(self, ins):
         match = self.stack.pop()
         exc = self.stack[-1]
         classes = match.as_constant() if match.is_constant() else tuple(c.as_constant() for c in match.unpack(self))
-        self.stack.append(const(issubclass(exc.python_type(), classes)))
+        for c in (classes if isinstance(classes, tuple) else (classes,)):
+            if not (isinstance(c, type) and issubclass(c, BaseException)):
+                self.raise_python_exception(TypeError(
+                    "catching classes that do not inherit from BaseException is not allowed"))
+        # (CPython matches by the MRO, never calling a metaclass's __subclasscheck__)
+        mro = exc.python_type().__mro__
+        self.stack.append(const(any(c in mro for c in (classes if isinstance(classes, tuple) else (classes,)))))
 
     def RERAISE(self, ins):
         exc = self.stack.pop()
@@ -136,9 +147,15 @@ class ControlOps:
 
     def RAISE_VARARGS(self, ins):
         if ins.arg == 0:
-            if not self.exc_stack:
-                self.raise_python_exception(RuntimeError("No active exception to reraise"))
-            raise UserException(self.exc_stack[-1])
+            # the exception being handled: the innermost handler of this frame
+            # or of a caller in the trace; with none, the one the compiled
+            # function's own caller handles (unknown here): raise natively
+            f = self
+            while f is not None and not f.exc_stack:
+                f = f.parent
+            if f is None:
+                raise Unsupported("a bare `raise` outside any handler of the trace", kind="bare_raise")
+            raise UserException(f.exc_stack[-1])
         if ins.arg == 2:
             self.stack.pop()  # the cause: not modelled (tracebacks are not reconstructed)
         exc = self.stack.pop()

@@ -88,13 +88,22 @@ class LocalOps:
     def LOAD_CLOSURE(self, ins):
         self.stack.append(self.locals[ins.argval])
 
+    def _check_own_cell(self, name: str) -> None:
+        """Reading or deleting an empty cell of the frame's own variables is
+        an UnboundLocalError (a free variable's is a NameError, see CellValue.read)."""
+        if name in self.code.co_cellvars and self.locals[name].contents is EMPTY:
+            self.raise_python_exception(UnboundLocalError(
+                f"cannot access local variable '{name}' where it is not associated with a value"))
+
     def LOAD_DEREF(self, ins):
+        self._check_own_cell(ins.argval)
         self.stack.append(self.locals[ins.argval].read(self))
 
     def STORE_DEREF(self, ins):
         self.locals[ins.argval].write(self, self.stack.pop())
 
     def DELETE_DEREF(self, ins):
+        self._check_own_cell(ins.argval)
         self.locals[ins.argval].delete(self)
 
     # -- globals ---------------------------------------------------------------
@@ -136,7 +145,7 @@ class LocalOps:
 
     def DELETE_GLOBAL(self, ins):
         self.load_global(ins.argval)
-        self.side_effects.store_global(self.f_globals, ins.argval, DELETED)
+        self.side_effects.delete_global(self.f_globals, ins.argval)
 
     # -- attributes --------------------------------------------------------------
     def LOAD_ATTR(self, ins):

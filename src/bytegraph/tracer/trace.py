@@ -10,7 +10,7 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import OutputGraph
-from ..guards import Guard, GuardSet, autocast_state, global_state_guards
+from ..guards import Guard, GuardSet, autocast_state, global_state_guards, signature_of
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
 from ..sources import ItemSource, LocalSource, ObjectSource, RootCellSource, chain
@@ -52,6 +52,8 @@ class Trace:
         #: innermost frame when the trace stopped at ``stop_step``
         self.stopped_frame: Optional[Frame] = None
         self.root: Optional[Frame] = None
+        #: every frame of this trace (emptied by ``release``)
+        self.frames: list = []
         self.grad_enabled_at_start = torch.is_grad_enabled()
         #: grad mode the code after the graph expects, when it differs from the start
         self.grad_mode_after: Optional[bool] = None
@@ -60,6 +62,9 @@ class Trace:
         self.open_contexts: list = []
         #: torch.autocast blocks entered in the graph and not yet left
         self.open_autocasts: list = []
+        #: id(exception value) -> (value, trace step of the instruction that
+        #: first raised it in this trace): a break inside its handler moves there
+        self.raise_steps: Dict[int, tuple] = {}
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -107,16 +112,18 @@ class Trace:
         counting instead."""
         se = self.side_effects
         for table in (se._existing, se._keepalive, se.mutated, se.attr_writes, se.global_writes, se.order,
-                      se.tensor_hooks, self.global_cache):
+                      se.tensor_hooks, self.global_cache, self.raise_steps):
             table.clear()
-        for frame in (self.stopped_frame, self.root):
-            while frame is not None:
-                frame.locals.clear()
-                frame.stack.clear()
-                frame.unrealized.clear()
-                frame.exc_stack.clear()
-                frame.return_value = None
-                frame = frame.parent
+        # every frame, returned ones too (values such as a generator's or a
+        # nested function's still refer to them)
+        for frame in self.frames:
+            frame.locals.clear()
+            frame.stack.clear()
+            frame.unrealized.clear()
+            frame.exc_stack.clear()
+            frame.exc_depths.clear()
+            frame.return_value = None
+        self.frames = []
         self.root = self.stopped_frame = None
         self.open_contexts = []
 
@@ -132,7 +139,7 @@ class Trace:
         if code.co_flags & _GENERATOR_FLAGS:
             raise Unsupported("the compiled function is a generator or coroutine", kind="generator",
                               hint="generator functions run eagerly")
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = signature_of(fn).bind(*args, **kwargs)
         bound.apply_defaults()
         root = Frame(self, code, fn.__globals__, {}, [], parent=None, fn_name=fn.__name__)
         root.unrealized = {name: (obj, LocalSource(name)) for name, obj in bound.arguments.items()}
@@ -159,7 +166,7 @@ class Trace:
                 # own stack is deeper than eager's, so the frame runs natively
                 # (where the program gets its own RecursionError, if any)
                 raise Unsupported("the trace nested too deeply (RecursionError while tracing)",
-                                  kind="recursion_limit", hint="the frame runs eagerly") from None
+                                  kind="recursion", hint="the frame runs eagerly") from None
             finally:
                 # A graph ends outside every autocast block it entered (the
                 # code after a break re-enters them natively).

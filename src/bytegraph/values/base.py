@@ -170,6 +170,11 @@ class UnrealizedLocal(Value):
         self.frame = frame
         self.name = name
         self._real = None
+        if frame.state_source is not None:
+            # an entry of a state dict: handed on, it is read from the dict of
+            # later calls too, where the local may be unbound (absent)
+            from ..guards import Guard
+            frame.guards.add(Guard("DICT_CONTAINS", frame.state_source, (name, True)))
 
     def realize(self) -> Value:
         if self._real is None:

@@ -495,6 +495,14 @@ class SetGradEnabledValue(GradModeValue):
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
+        import types as _types
+        if kwargs or isinstance(getattr(cls, "__init__", None), _types.FunctionType) or \
+                isinstance(getattr(cls, "__new__", None), _types.FunctionType):
+            # ExceptionValue models ``cls(*args)`` with C-level construction
+            # only: keyword attributes (AttributeError(name=...)) and Python
+            # __init__/__new__ (side effects, attributes) run natively
+            raise Unsupported(f"creating a {cls.__name__} with keywords or a Python __init__",
+                              kind="unsupported_exception")
         return ExceptionValue(cls, list(args))
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         fields = cls._fields

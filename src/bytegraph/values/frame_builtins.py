@@ -33,7 +33,7 @@ def vars_(tx, args, kwargs):
 
 def locals_(tx, args, kwargs):
     """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
-    from .cells import CellValue, EMPTY, UNREAD
+    from .cells import EMPTY, UNREAD
     from .base import UnrealizedLocal
     if tx.state_source is not None:
         return StateLocalsValue(tx)
@@ -41,8 +41,9 @@ def locals_(tx, args, kwargs):
     for name in tx.code.co_varnames:
         if name in tx.unrealized:
             out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
+    frame_cells = _frame_cells(tx)
     for name, v in tx.locals.items():
-        if isinstance(v, CellValue):
+        if name in frame_cells:
             if v.contents is UNREAD:
                 v.read(tx)
             if v.contents is EMPTY:
@@ -50,6 +51,11 @@ def locals_(tx, args, kwargs):
             v = v.contents
         out.entries[str_key(name)] = (const(name), v)
     return out
+
+
+def _frame_cells(tx) -> frozenset:
+    """Names of ``tx``'s own cells (its locals map them to CellValues)."""
+    return frozenset(tx.code.co_cellvars) | frozenset(tx.code.co_freevars)
 
 
 class StateLocalsValue(DictValue):
@@ -63,10 +69,10 @@ class StateLocalsValue(DictValue):
 
     def __init__(self, tx):
         super().__init__()
-        from .cells import CellValue
         self.state_source = tx.state_source
+        frame_cells = _frame_cells(tx)
         for name, v in tx.locals.items():
-            if not isinstance(v, CellValue):
+            if name not in frame_cells:  # (a plain local may hold a cell object)
                 self.entries[str_key(name)] = (const(name), v)
         self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
 

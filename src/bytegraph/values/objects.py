@@ -67,7 +67,7 @@ class PythonModuleValue(Value):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().del_attr(tx, name)
         self.get_attr(tx, name)  # AttributeError if absent, as Python
-        tx.side_effects.store_global(self.module.__dict__, name, DELETED)
+        tx.side_effects.delete_global(self.module.__dict__, name)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -368,6 +368,39 @@ class ExceptionValue(Value):
         for a in self.args:
             cg.reconstruct(a)
         cg.call(len(self.args))
+
+
+class SymbolicTracebackValue(Value):
+    """The ``__traceback__`` of an exception raised in the trace (what a
+    ``with`` block's ``__exit__`` receives).
+
+    The real traceback exists only once the exception is raised natively.
+    It is not None (``tb is None`` is answered); any other use is a graph
+    break, which moves to where the exception was raised (see
+    ``compiler._before_traced_raises``), so that it is real after it.
+    """
+
+    def python_type(self):
+        return types.TracebackType
+
+    def _fail(self):
+        raise Unsupported("using the traceback of an exception raised in the trace", kind="symbolic_traceback")
+
+    def get_attr(self, tx, name):
+        self._fail()
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        self._fail()
+
+
+def traceback_of(tx, exc: Value) -> Value:
+    """``exc.__traceback__`` for the exception a handler or ``__exit__`` gets."""
+    if exc.source is not None:
+        return exc.get_attr(tx, "__traceback__")
+    return SymbolicTracebackValue()
 
 
 class GradModeValue(Value):

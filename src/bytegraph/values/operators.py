@@ -171,6 +171,10 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
 
 def same_object(tx, a: Value, b: Value) -> bool:
     """``a is b`` for values, by the real object's identity where known."""
+    from .base import UnrealizedLocal
+    # a local handed on untouched (an entry of locals()) is the local itself
+    a = a.realize() if isinstance(a, UnrealizedLocal) else a
+    b = b.realize() if isinstance(b, UnrealizedLocal) else b
     if a is b:
         return True
     from ..resume import UNBOUND
