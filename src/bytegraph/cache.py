@@ -10,7 +10,6 @@ capture, runs the original function eagerly).
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import traceback
 import types
@@ -21,6 +20,7 @@ from typing import Callable, Dict, List, Optional
 from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
+from .guards import code_signature
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
@@ -70,7 +70,7 @@ class FrameCache:
         if self._eager_reason is not None:
             return fn(*args, **kwargs)
         try:
-            inspect.signature(fn).bind(*args, **kwargs)
+            code_signature(fn).bind(*args, **kwargs)
         except TypeError:
             return fn(*args, **kwargs)
         with _COMPILE_LOCK:

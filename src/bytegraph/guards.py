@@ -311,7 +311,7 @@ class CompiledGuard:
     def _env(self, args, kwargs) -> Optional[dict]:
         """The guard's namespace with this call's arguments bound (slow paths only)."""
         try:
-            bound = inspect.signature(self._signature_fn).bind(*args, **kwargs)
+            bound = code_signature(self._signature_fn).bind(*args, **kwargs)
             bound.apply_defaults()
         except TypeError:
             return None
@@ -423,6 +423,18 @@ class _Forgotten:
     def __init__(self, obj):
         self.__qualname__ = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or f"{id(obj):#x}"
         self.type_name = type(obj).__name__
+
+
+def code_signature(fn: types.FunctionType) -> inspect.Signature:
+    """The signature CPython binds a call of ``fn`` with: its code's parameters and its defaults.
+
+    ``inspect.signature(fn)`` is not that: it follows ``__wrapped__`` (a
+    ``functools.wraps`` wrapper would bind as the function it wraps) and
+    honours ``__signature__``, both of which the interpreter ignores.
+    """
+    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    plain.__kwdefaults__ = fn.__kwdefaults__
+    return inspect.signature(plain)
 
 
 def _signature_text(code: types.CodeType) -> str:

@@ -122,8 +122,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 
     def raise_python_exception(self, exc: BaseException):
         """Raise ``exc`` inside the traced program (a symbolic exception)."""
-        raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))
-                                                         for a in exc.args], real=exc))
+        value = ExceptionValue.from_real(exc)
+        value.raised(self)
+        raise UserException(value)
 
     def set_grad_mode(self, enabled: bool) -> None:
         self.trace.set_grad_mode(enabled)
@@ -262,10 +263,6 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 def _unsupported_opcode(frame, ins):
     # run as a handler, so the break gets the instruction's location like any other
     raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
-
-
-def _is_lit(a) -> bool:
-    return isinstance(a, (int, float, str, bool, type(None), bytes))
 
 
 DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper()}

@@ -19,23 +19,44 @@ from .constants import NONE, const, is_none
 def key_of(v: Value):
     """Hashable key of a dict key / set element value.
 
-    Constants key by value, so equal numbers (``1``, ``1.0``, ``True``) are
-    one key exactly as in Python; other values key by the identity of the
-    object they stand for.
+    Two values get equal keys exactly when Python would treat the objects
+    as one key (equal hashes and ``==``).  Constants key by value, so equal
+    numbers (``1``, ``1.0``, ``True``) are one key; tuples by their items;
+    objects whose class keeps ``object``'s hash and ``==`` by the identity of
+    the object they stand for.  Anything else (an unhashable object, a class
+    with its own ``__hash__``/``__eq__``) raises ``Unsupported``.
     """
     if v.is_constant():
-        return ("c", v.as_constant())
+        c = v.as_constant()
+        try:
+            hash(c)
+        except TypeError:
+            raise Unsupported(f"an unhashable {type(c).__name__} as a key", kind="unsupported_key") from None
+        return ("c", c)
     from .symbolic import SymIntValue
     if isinstance(v, SymIntValue):
         return ("c", v.as_constant())  # a symbolic size used as a key: specialize (guarded)
     from .tensors import TensorValue
     if isinstance(v, TensorValue):
         return ("id", id(v.fake))
-    for attr in ("fn", "obj", "cls", "module"):
-        real = getattr(v, attr, None)
+    try:
+        t = v.python_type()
+    except NotImplementedError:
+        t = None
+    if isinstance(v, TupleValue) and t is not None and t.__hash__ is tuple.__hash__ and t.__eq__ is tuple.__eq__:
+        keys = tuple(key_of(x) for x in v.items)
+        if all(k[0] == "c" for k in keys):
+            return ("c", tuple(k[1] for k in keys))  # the key of the equal constant tuple
+        return ("t", keys)
+    if t is not None and t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__:
+        real = v.real_object()
         if real is not None:
-            return ("id", id(real))
-    return ("id", id(v))
+            return ("id", id(real[0]))
+        if v.source is None:
+            return ("id", id(v))  # made in the trace: one value is one object
+    if t is types.FunctionType and v.source is None:
+        return ("id", id(v))
+    raise Unsupported(f"a {v.type_name()} as a dict key or set element", kind="unsupported_key")
 
 
 def str_key(name: str):
@@ -83,10 +104,19 @@ class BaseListValue(Value):
 class TupleValue(BaseListValue):
     """A tuple (or ``torch.Size``-free tuple) built or read during tracing.
 
-    Reconstructs with ``BUILD_TUPLE`` of its items.
+    ``real`` is the tuple itself for one read from a source (``is`` compares
+    it: one tuple reached through two sources is one object).  Reconstructs
+    with ``BUILD_TUPLE`` of its items, or through its source.
     """
 
-    __slots__ = ()
+    __slots__ = ("real",)
+
+    def __init__(self, items: List[Value], source=None, real=None):
+        super().__init__(items, source)
+        self.real = real
+
+    def real_object(self):
+        return (self.real,) if self.real is not None else None
 
     def python_type(self):
         return tuple

@@ -24,7 +24,7 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import DELETED, UserObjectValue, lookup_attr
+from .objects import DELETED, UserObjectValue, dunder_truth, lookup_attr, special_lookup
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -311,12 +311,18 @@ class NewObjectValue(Value):
                 if isinstance(attr, dataclasses.Field) or attr is None or isinstance(
                         attr, (int, float, str, bool, tuple)):
                     return tx.wrap(attr, src)
+                if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
+                    break  # a slot not set in the trace: unset
                 if hasattr(type(attr), "__get__"):
-                    break
+                    # another descriptor (cached_property, a C method...): its result is not modelled
+                    raise Unsupported(f"descriptor {self.cls.__name__}.{name} of an object made in the trace",
+                                      kind="unsupported_attribute")
                 return tx.wrap(attr, src)
         if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
                                                    "__contains__", "to_tuple"):
             return _DictPartMethod(self, name)
+        if getattr(self.cls, "__getattr__", None) is not None:
+            raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
@@ -336,10 +342,13 @@ class NewObjectValue(Value):
         self.items.pop(name, None)
 
     def _dunder(self, tx, name):
-        fn = getattr(self.cls, name, None)
-        if isinstance(fn, types.FunctionType):
-            return self.get_attr(tx, name)
-        return None
+        """``type(obj).name`` bound to this object if it is a Python function
+        (special methods are looked up on the type, never the instance)."""
+        fn = special_lookup(self.cls, name)
+        if not isinstance(fn, types.FunctionType):
+            return None
+        owner = next(k for k in self.cls.__mro__ if name in k.__dict__)
+        return BoundMethodValue(tx.wrap(fn, AttrSource(ObjectSource(owner, owner.__qualname__), name)), self)
 
     def call(self, tx, args, kwargs):
         method = self._dunder(tx, "__call__")
@@ -371,11 +380,7 @@ class NewObjectValue(Value):
     def truth(self, tx):
         if issubclass(self.cls, dict):
             return bool(self.items)
-        for name in ("__bool__", "__len__"):
-            method = self._dunder(tx, name)
-            if method is not None:
-                return bool(method.call(tx, [], {}).as_constant())
-        return True
+        return dunder_truth(tx, self.cls, lambda name: self._dunder(tx, name))
 
     def get_iter(self, tx):
         if issubclass(self.cls, dict):

@@ -121,16 +121,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         out = DictValue(dict(a.entries), cls=a.cls)
         out.entries.update(b.entries)
         return out
-    if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in (operator.or_, operator.and_, operator.sub, operator.xor):
-        keys_a, keys_b = set(a.elements), set(b.elements)
-        keys = plain(keys_a, keys_b)
-        merged = {**b.elements, **a.elements}
-        out = SetValue([merged[k] for k in merged if k in keys])
-        if fn is not plain:
-            tx.side_effects.mutate(a)
-            a.elements = {k: merged[k] for k in merged if k in keys}
-            return a
-        return out
+    if plain in _SET_OPS and (isinstance(a, SetValue) or isinstance(b, SetValue)):
+        return _set_op(tx, fn, plain, a, b)
     raise Unsupported(f"operator {plain.__name__} on {a.type_name()} and {b.type_name()}",
                       kind="unsupported_operator")
 
@@ -141,6 +133,54 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
     if a.is_constant():
         return _fold(tx, fn, a)
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
+
+
+_SET_OPS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}
+
+#: types whose binary operators never accept a set (so ``set op x`` / ``x op set`` is a TypeError)
+_NO_SET_OPERAND = (int, float, complex, str, bytes, bool, type(None), list, tuple, dict, range)
+
+
+def _as_set(v: Value):
+    """``v`` as a :class:`SetValue` if it is a set or frozenset, else None."""
+    if isinstance(v, SetValue):
+        return v
+    if v.is_constant() and type(v.as_constant()) in (set, frozenset):
+        c = v.as_constant()
+        return SetValue([const(x) for x in c], frozen=type(c) is frozenset)
+    return None
+
+
+def _set_op(tx, fn, plain, a: Value, b: Value) -> Value:
+    """``a op b`` where one side is a set: set/frozenset operators accept only
+    sets (``set.__or__(list)`` is NotImplemented); the result has the left
+    operand's type; ``|=`` and friends mutate a set but not a frozenset."""
+    sa, sb = _as_set(a), _as_set(b)
+    if sa is None or sb is None:
+        other = b if sa is not None else a
+        try:
+            other_type = other.python_type()
+        except NotImplementedError:
+            other_type = None
+        if other_type in _NO_SET_OPERAND or isinstance(other, (BaseListValue, DictValue, RangeValue)):
+            symbol = _SET_OPS[plain] + ("=" if fn is not plain else "")
+            tx.raise_python_exception(TypeError(
+                f"unsupported operand type(s) for {symbol}: '{a.python_type().__name__}' and "
+                f"'{b.python_type().__name__}'"))
+        raise Unsupported(f"operator {_SET_OPS[plain]} on {a.type_name()} and {b.type_name()}",
+                          kind="unsupported_operator")
+    keys = plain(set(sa.elements), set(sb.elements))
+    merged = dict(sa.elements)
+    for k, v in sb.elements.items():
+        merged.setdefault(k, v)
+    elements = {k: merged[k] for k in merged if k in keys}
+    if fn is not plain and not sa.frozen and sa is a:
+        tx.side_effects.mutate(a)
+        a.elements = elements
+        return a
+    out = SetValue([], frozen=sa.frozen)
+    out.elements = elements
+    return out
 
 
 def same_object(tx, a: Value, b: Value) -> bool:
@@ -155,6 +195,16 @@ def same_object(tx, a: Value, b: Value) -> bool:
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return a.fake is b.fake
     ra, rb = _real(a), _real(b)
+    if ra is not None and rb is not None and type(ra[0]) is not type(rb[0]):
+        return False  # objects of two types (each guarded where it was read)
+    if ra is not None and rb is not None and a.source is not None and b.source is not None \
+            and not isinstance(a, ConstantValue) and not isinstance(b, ConstantValue):
+        # two objects read from two places: the answer holds while those
+        # places alias (or not) the same way; their identities may change
+        from ..guards import Guard
+        same = ra[0] is rb[0]
+        tx.guards.add(Guard("ALIAS" if same else "NO_ALIASING", a.source, None, (b.source,)))
+        return same
     if ra is not None and rb is not None:
         _guard_identity(tx, a)
         _guard_identity(tx, b)
@@ -172,7 +222,7 @@ def _guard_identity(tx, v: Value) -> None:
 
 
 def _real(v: Value):
-    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
+    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)) and not isinstance(v, TupleValue):
         # one real container is one value (side-effect table): ``a is b`` already said it
         return None
     return v.real_object()
