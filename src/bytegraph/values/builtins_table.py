@@ -414,6 +414,8 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    if len(args) == 1 and not kwargs and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) of an exact tuple is t itself
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
@@ -857,10 +859,12 @@ def builtin_handler(obj):
     if not _registered:
         _registered.append(True)
         _register_graph_break()
-    try:
-        return BUILTIN_HANDLERS.get(obj)
-    except TypeError:  # unhashable
+    # Only functions and plain classes can be table keys; looking anything
+    # else up would hash it, which may run a user's __hash__ at trace time.
+    t = type(obj)
+    if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
         return None
+    return BUILTIN_HANDLERS.get(obj)
 
 
 _registered: list = []

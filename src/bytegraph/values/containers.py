@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Dict, List, Optional
 
@@ -92,12 +93,17 @@ class BaseListValue(Value):
     def getitem(self, tx, index: Value) -> Value:
         idx = index.as_constant()
         if isinstance(idx, slice):
+            try:
+                self.items[idx]
+            except (ValueError, TypeError) as e:  # a zero step, a non-integer bound
+                tx.raise_python_exception(e)
+            if type(self) is TupleValue and len(range(*idx.indices(len(self.items)))) == len(self.items) \
+                    and idx.indices(len(self.items))[2] == 1:
+                return self  # a whole-tuple slice of an exact tuple is the tuple itself
             return type(self)(self.items[idx]) if type(self) in (TupleValue, ListValue) else TupleValue(self.items[idx])
         try:
             return self.items[idx]
-        except IndexError as e:
-            tx.raise_python_exception(e)
-        except TypeError as e:
+        except (IndexError, TypeError) as e:
             tx.raise_python_exception(e)
 
 
@@ -222,27 +228,38 @@ class ListValue(BaseListValue):
         handler = _LIST_METHODS.get(name)
         if handler is None or kwargs and name != "sort":
             return super().call_method(tx, name, args, kwargs)
+        try:
+            inspect.signature(handler).bind(tx, self, *args, **kwargs)
+        except TypeError:
+            # a bad call: the real method gives the error, with its message
+            try:
+                getattr([], name)(*[None] * len(args), **{k: None for k in kwargs})
+            except TypeError as e:
+                tx.raise_python_exception(e)
+            raise Unsupported(f"list.{name}() with these arguments", kind="unsupported_method") from None
         if handler is not _list_index and handler is not _list_count and handler is not _list_copy:
             tx.side_effects.mutate(self)
         return handler(tx, self, *args, **kwargs)
 
     def setitem(self, tx, index: Value, value: Value):
         idx = index.as_constant()
+        new = value.unpack(tx) if isinstance(idx, slice) else value
+        items = list(self.items)
+        try:
+            items[idx] = new  # on a copy: a failing assignment changes nothing
+        except (IndexError, ValueError, TypeError) as e:
+            tx.raise_python_exception(e)
         tx.side_effects.mutate(self)
-        if isinstance(idx, slice):
-            self.items[idx] = value.unpack(tx)
-        else:
-            try:
-                self.items[idx] = value
-            except IndexError as e:
-                tx.raise_python_exception(e)
+        self.items[:] = items
 
     def delitem(self, tx, index: Value):
-        tx.side_effects.mutate(self)
+        items = list(self.items)
         try:
-            del self.items[index.as_constant()]
-        except IndexError as e:
+            del items[index.as_constant()]
+        except (IndexError, ValueError, TypeError) as e:
             tx.raise_python_exception(e)
+        tx.side_effects.mutate(self)
+        self.items[:] = items
 
     def __repr__(self):
         return f"ListValue({self.items})"
@@ -320,7 +337,7 @@ def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> 
     return [items[i] for i in order]
 
 
-def _list_sort(tx, lst, key=None, reverse=None):
+def _list_sort(tx, lst, *, key=None, reverse=None):
     rev = bool(reverse.as_constant()) if reverse is not None else False
     lst.items[:] = sort_values(tx, lst.items, key, rev)
     return NONE
@@ -428,7 +445,9 @@ class DictValue(Value):
         try:
             del self.entries[key_of(key)]
         except KeyError:
-            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+            if not key.is_constant():
+                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
+            tx.raise_python_exception(KeyError(key.as_constant()))
 
     def call_method(self, tx, name, args, kwargs):
         e = self.entries

@@ -24,7 +24,7 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import DELETED, UserObjectValue, dunder_truth, lookup_attr, special_lookup
+from .objects import DELETED, NO_ATTR, UserObjectValue, dunder_truth, lookup_attr, special_lookup
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -373,6 +373,15 @@ class NewObjectValue(Value):
         return TupleValue(list(self.items.values())).getitem(tx, key)
 
     def setitem(self, tx, key: Value, value: Value):
+        if not issubclass(self.cls, dict):
+            method = self._dunder(tx, "__setitem__")
+            if method is None:
+                if special_lookup(self.cls, "__setitem__") is NO_ATTR:
+                    tx.raise_python_exception(TypeError(
+                        f"'{self.cls.__name__}' object does not support item assignment"))
+                raise Unsupported(f"item assignment on a {self.cls.__name__} object", kind="unsupported_setitem")
+            method.call(tx, [key, value], {})
+            return
         k = key.as_constant()
         self.items[k] = value
         self.attrs[k] = value
@@ -387,7 +396,9 @@ class NewObjectValue(Value):
             return IteratorValue([const(k) for k in self.items])
         method = self._dunder(tx, "__iter__")
         if method is None:
-            return super().get_iter(tx)
+            if special_lookup(self.cls, "__iter__") is NO_ATTR and special_lookup(self.cls, "__getitem__") is NO_ATTR:
+                tx.raise_python_exception(TypeError(f"'{self.cls.__name__}' object is not iterable"))
+            raise Unsupported(f"iterating a {self.cls.__name__} object", kind="unsupported_iter")
         it = method.call(tx, [], {})
         if it is self:
             # an iterator that is its own __iter__: advanced one __next__ at a
@@ -534,6 +545,10 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
+    if getattr(cls, "__del__", None) is not None:
+        # made in the trace, such an object would never exist, so its
+        # finalizer would never run
+        raise Unsupported(f"constructing {cls.__qualname__} (it has __del__)", kind="unsupported_class_call")
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
                           kind="unsupported_class_call", hint="build modules outside the compiled function")

@@ -55,6 +55,10 @@ _TENSOR_INPLACE_METHODS = {
 }
 
 
+def _is_one(v: Value) -> bool:
+    return v.is_constant() and type(v.as_constant()) in (int, bool) and v.as_constant() == 1
+
+
 def _fold(tx, fn: Callable, *values: Value) -> Value:
     try:
         out = fn(*[v.as_constant() for v in values])
@@ -110,6 +114,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
             return TupleValue(a.items + b.unpack(tx))
     if isinstance(b, TupleValue) and plain is operator.add and a.is_constant() and isinstance(a.as_constant(), tuple):
         return TupleValue(a.unpack(tx) + b.items)
+    if plain is operator.mul and (type(a) is TupleValue and _is_one(b) or type(b) is TupleValue and _is_one(a)):
+        return a if type(a) is TupleValue else b  # an exact tuple times 1 is that tuple
     if isinstance(a, BaseListValue) and plain is operator.mul and b.is_constant():
         return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items * b.as_constant())
     if isinstance(b, BaseListValue) and plain is operator.mul and a.is_constant():
@@ -302,6 +308,20 @@ def contains(tx, container: Value, item: Value) -> bool:
             return item.as_constant() in container.as_constant()
         except TypeError as e:
             tx.raise_python_exception(e)
+    from .modules import NewObjectValue
+    from .objects import NO_ATTR, UserObjectValue, special_lookup
+    if type(container) in (UserObjectValue, NewObjectValue) and not issubclass(container.python_type(), dict):
+        # ``__contains__`` (looked up on the type), else iteration, else TypeError
+        cls = container.python_type()
+        bound = container.dunder(tx, "__contains__") if isinstance(container, UserObjectValue) \
+            else container._dunder(tx, "__contains__")
+        if bound is not None:
+            return bound.call(tx, [item], {}).truth(tx)
+        if special_lookup(cls, "__contains__") is not NO_ATTR:
+            raise Unsupported(f"`in` on a {cls.__name__} (its __contains__ is not a Python function)",
+                              kind="unsupported_operator")
+        if special_lookup(cls, "__iter__") is NO_ATTR and special_lookup(cls, "__getitem__") is NO_ATTR:
+            tx.raise_python_exception(TypeError(f"argument of type '{cls.__name__}' is not iterable"))
     for v in container.unpack(tx):
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
         if same_object(tx, v, item):
