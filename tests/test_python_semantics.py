@@ -563,3 +563,136 @@ def test_set_and_dict_keys_never_use_identity_for_value_equality():
     eager, compiled, _, _ = run_both(f, _EqByValue(1), _EqByValue(1))
     assert compiled == eager and eager[1][0] == 1
     assert run_both(f, 1, 1.0)[1] == run_both(f, 1, 1.0)[0]
+
+
+class _LoudHash:
+    """Records every __hash__ call: the trace must not run it behind the program's back."""
+
+    calls = []
+
+    def __hash__(self):
+        _LoudHash.calls.append(1)
+        return 1
+
+
+def test_wrapping_an_object_does_not_hash_it():
+    def f(o):
+        return -1 if o is None else 1
+
+    obj = _LoudHash()
+    _LoudHash.calls.clear()
+    assert_same_clean(f, obj)
+    assert _LoudHash.calls == []
+
+
+class _Container:
+    def __init__(self):
+        self.log = []
+
+    def __contains__(self, item):
+        self.log.append(("contains", item))
+        return item == 1
+
+    def __setitem__(self, key, value):
+        self.log.append(("set", key, value))
+
+
+class _Plain:
+    pass
+
+
+def test_in_and_item_assignment_use_the_special_methods():
+    def f():
+        c = _Container()
+        c[1] = 2
+        out = [1 in c, 2 in c, c.log]
+        try:
+            3 in _Plain()
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            _Plain()[0] = 1
+        except TypeError as e:
+            out.append(str(e))
+        return out
+
+    assert_same_clean(f)
+
+
+class _Prop:
+    def __init__(self):
+        self._v = 5
+
+    @property
+    def v(self):
+        return self._v
+
+    @v.setter
+    def v(self, value):
+        self._v = value * 2
+
+    @property
+    def ro(self):
+        return 1
+
+
+def test_properties_of_objects_made_in_the_trace():
+    def f():
+        p = _Prop()
+        p.v = 10
+        out = [p.v, p._v]
+        try:
+            p.ro = 3
+        except AttributeError as e:
+            out.append(str(e))
+        try:
+            del p.ro
+        except AttributeError as e:
+            out.append(str(e))
+        return out
+
+    assert_same_clean(f)
+
+
+def test_objects_with_a_finalizer_are_not_made_in_the_trace():
+    log = []
+
+    class Fin:
+        def __del__(self):
+            log.append("del")
+
+    def f():
+        Fin()
+        return len(log)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager
+
+
+def test_list_item_errors_and_method_arity_are_pythons():
+    def f(how):
+        lst = [3, 1, 2]
+        try:
+            if how == 0:
+                lst[::0] = []
+            elif how == 1:
+                lst["a"] = 1
+            elif how == 2:
+                lst.sort(None)
+            elif how == 3:
+                lst.append()
+            else:
+                return lst[::0]
+        except (TypeError, ValueError) as e:
+            return type(e).__name__, str(e), lst
+
+    for how in range(5):
+        assert_same_clean(f, how)
+
+
+def test_immutable_copies_are_the_same_object():
+    def f(t, fs):
+        return (t * 1 is t, tuple(t) is t, t[:] is t, frozenset(fs) is fs, fs.copy() is fs,
+                t[::-1] is t)
+
+    assert_same_clean(f, (1, 2), frozenset({1}))

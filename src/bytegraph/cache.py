@@ -71,7 +71,9 @@ class FrameCache:
             return fn(*args, **kwargs)
         try:
             code_signature(fn).bind(*args, **kwargs)
-        except TypeError:
+        except (TypeError, RecursionError):
+            # a bad call raises as the function would; near the recursion
+            # limit bytegraph's own frames would not fit: run it as it is
             return fn(*args, **kwargs)
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)

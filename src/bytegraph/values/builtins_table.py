@@ -428,6 +428,10 @@ def _set(tx, args, kwargs):
 
 
 def _frozenset(tx, args, kwargs):
+    if len(args) == 1 and not kwargs and isinstance(args[0], SetValue) and args[0].frozen:
+        return args[0]  # frozenset(fs) of an exact frozenset is fs itself
+    if len(args) == 1 and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is frozenset:
+        return args[0]
     return SetValue(_iter_items(tx, args[0]) if args else [], frozen=True)
 
 

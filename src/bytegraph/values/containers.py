@@ -631,8 +631,12 @@ class SetValue(Value):
                     tx.raise_python_exception(KeyError("pop from an empty set"))
                 tx.side_effects.mutate(self)
                 return el.pop(next(iter(el)))
+        if name == "copy" and not args and not kwargs:
+            if self.frozen:
+                return self  # a frozenset's copy is itself
+            return SetValue(list(el.values()))
         if name in ("union", "intersection", "difference", "symmetric_difference", "issubset",
-                    "issuperset", "isdisjoint", "copy") and all_constant(self.elements.values()):
+                    "issuperset", "isdisjoint") and all_constant(self.elements.values()):
             if all(isinstance(a, SetValue) or a.is_constant() or isinstance(a, BaseListValue) for a in args):
                 mine = {v.as_constant() for v in el.values()}
                 others = [{v.as_constant() for v in a.unpack(tx)} for a in args]

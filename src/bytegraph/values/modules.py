@@ -290,19 +290,46 @@ class NewObjectValue(Value):
     def python_type(self):
         return self.cls
 
+    def _data_descriptor(self, name):
+        """``(owning class, descriptor)`` if the class defines ``name`` as a data
+        descriptor (which comes before the instance's own attributes), else None."""
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
+                    return None  # a slot: kept in ``attrs`` like a __dict__ entry
+                if hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"):
+                    return klass, attr
+                return None
+        return None
+
+    def _property_call(self, tx, name, which: str, args):
+        """Run the getter, setter or deleter of property ``name``, as Python would."""
+        klass, prop = self._data_descriptor(name)
+        if type(prop) is not property:
+            raise Unsupported(f"data descriptor {self.cls.__name__}.{name} ({type(prop).__name__}) of an object "
+                              "made in the trace", kind="unsupported_attribute")
+        fn = getattr(prop, which)
+        if fn is None:
+            what = {"fget": "getter", "fset": "setter", "fdel": "deleter"}[which]
+            tx.raise_python_exception(AttributeError(
+                f"property '{name}' of '{self.cls.__name__}' object has no {what}"))
+        src = AttrSource(AttrSource(ObjectSource(klass, klass.__qualname__), name), which)
+        return tx.wrap(fn, src).call(tx, [self, *args], {})
+
     def get_attr(self, tx, name):
-        if name in self.attrs:
-            return self.attrs[name]
         if name == "__class__":
             return tx.wrap(self.cls, None)
+        if self._data_descriptor(name) is not None:
+            return self._property_call(tx, name, "fget", [])
+        if name in self.attrs:
+            return self.attrs[name]
         for klass in self.cls.__mro__:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodValue(tx.wrap(attr, src), self)
-                if isinstance(attr, property):
-                    return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self], {})
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
                 if isinstance(attr, classmethod):
@@ -327,6 +354,9 @@ class NewObjectValue(Value):
 
     def set_attr(self, tx, name, value):
         slots = _slot_names(self.cls)
+        if self._data_descriptor(name) is not None:
+            self._property_call(tx, name, "fset", [value])
+            return
         if slots is not None and name not in slots:
             tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
@@ -336,8 +366,11 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        if self._data_descriptor(name) is not None:
+            self._property_call(tx, name, "fdel", [])
+            return
         if name not in self.attrs:
-            tx.raise_python_exception(AttributeError(name))
+            tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         del self.attrs[name]
         self.items.pop(name, None)
 

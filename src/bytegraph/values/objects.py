@@ -385,6 +385,10 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
             _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
         _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
         tx.raise_python_exception(e)
+    except Exception as e:
+        # a C getter that ran user code which raised: the read must happen in Python
+        raise Unsupported(f"reading {cls.__name__}.{name} raises {type(e).__name__}",
+                          kind="unsupported_attribute") from None
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
         fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
         return BoundMethodValue(fn, value)
