@@ -99,8 +99,8 @@ def _class_items(tx, v: Value):
     return None
 
 
-#: modules whose __instancecheck__/__subclasscheck__ are answered at trace time (ABCs, typing):
-#: their answers depend only on the classes involved
+#: modules whose __instancecheck__/__subclasscheck__ are answered at trace time (ABCs, typing,
+#: and torch below): their answers depend only on the classes involved
 _TRACE_TIME_CHECKERS = ("abc", "_py_abc", "typing", "collections.abc")
 
 
@@ -120,7 +120,9 @@ def _checker(tx, cls_value: Value, cls, name: str):
         return None
     if not isinstance(fn, types.FunctionType):
         raise Unsupported(f"{name} of {meta.__qualname__}", kind="unsupported_builtin")
-    if (fn.__module__ or "") in _TRACE_TIME_CHECKERS:
+    module = fn.__module__ or ""
+    if module in _TRACE_TIME_CHECKERS or module.partition(".")[0] == "torch":
+        # (torch's _ParameterMeta answers by the tensor's class, as the type says)
         return _STATIC
     from ..sources import AttrSource, ObjectSource
     from .functions import BoundMethodValue

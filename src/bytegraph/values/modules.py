@@ -175,7 +175,7 @@ class SuperValue(Value):
                     if on_class:
                         return tx.wrap(attr, src)
                     return BoundMethodValue(tx.wrap(attr, src), self.receiver)
-                if isinstance(attr, classmethod):
+                if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
                     owner = self.receiver if on_class else tx.wrap(receiver_cls, None)
                     return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")), owner)
                 if isinstance(attr, staticmethod):
@@ -332,7 +332,7 @@ class NewObjectValue(Value):
                     return BoundMethodValue(tx.wrap(attr, src), self)
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
-                if isinstance(attr, classmethod):
+                if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
                     return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")),
                                             tx.wrap(self.cls, None))
                 if isinstance(attr, dataclasses.Field) or attr is None or isinstance(

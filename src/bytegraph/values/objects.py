@@ -360,7 +360,7 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         return BoundMethodValue(fn, value)
     if isinstance(class_attr, staticmethod):
         return tx.wrap(class_attr.__func__, AttrSource(AttrSource(src, "__class__"), name))
-    if isinstance(class_attr, classmethod):
+    if isinstance(class_attr, classmethod) and isinstance(class_attr.__func__, types.FunctionType):
         fn = tx.wrap(class_attr.__func__, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "__func__"))
         return BoundMethodValue(fn, tx.wrap(cls, AttrSource(src, "__class__")))
     if class_attr is not None and not hasattr(type(class_attr), "__get__"):
