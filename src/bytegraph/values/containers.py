@@ -49,6 +49,11 @@ def key_of(v: Value):
         if all(k[0] == "c" for k in keys):
             return ("c", tuple(k[1] for k in keys))  # the key of the equal constant tuple
         return ("t", keys)
+    if isinstance(v, SetValue) and v.frozen:
+        keys = frozenset(key_of(x) for x in v.elements.values())
+        if all(k[0] == "c" for k in keys):
+            return ("c", frozenset(k[1] for k in keys))  # the key of the equal constant frozenset
+        return ("fs", keys)
     if t is not None and t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__:
         real = v.real_object()
         if real is not None:
