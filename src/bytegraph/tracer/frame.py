@@ -217,6 +217,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             try:
                 handler(self, ins)
             except UserException as exc:
+                if getattr(exc.value, "fresh", False):
+                    exc.value.fresh = False
+                    exc.value.raised(self)
                 if not self._unwind_to_handler(exc, ins):
                     raise
             except Unsupported as exc:

@@ -255,6 +255,10 @@ def _filter(tx, args, kwargs):
 
 
 def _reversed(tx, args, kwargs):
+    from .containers import ListValue
+    if len(args) == 1 and not kwargs and type(args[0]) is ListValue:
+        from .iterators import ListReversedIteratorValue
+        return ListReversedIteratorValue(args[0])  # live: it reads the list at each step
     return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
 
 

@@ -31,8 +31,8 @@ def key_of(v: Value):
         c = v.as_constant()
         try:
             hash(c)
-        except TypeError:
-            raise Unsupported(f"an unhashable {type(c).__name__} as a key", kind="unsupported_key") from None
+        except TypeError as e:
+            _raise_user(e)
         return ("c", c)
     from .symbolic import SymIntValue
     if isinstance(v, SymIntValue):
@@ -40,29 +40,53 @@ def key_of(v: Value):
     from .tensors import TensorValue
     if isinstance(v, TensorValue):
         return ("id", id(v.fake))
-    try:
-        t = v.python_type()
-    except NotImplementedError:
-        t = None
-    if isinstance(v, TupleValue) and t is not None and t.__hash__ is tuple.__hash__ and t.__eq__ is tuple.__eq__:
-        keys = tuple(key_of(x) for x in v.items)
+    if isinstance(v, TupleValue) and v.python_type().__eq__ is tuple.__eq__ \
+            and v.python_type().__hash__ is tuple.__hash__:
+        # equal tuples (named tuples too) are one key: compare item by item
+        keys = tuple(key_of(item) for item in v.items)
         if all(k[0] == "c" for k in keys):
-            return ("c", tuple(k[1] for k in keys))  # the key of the equal constant tuple
+            return ("c", tuple(k[1] for k in keys))  # the key of the equal tuple constant
         return ("t", keys)
     if isinstance(v, SetValue) and v.frozen:
-        keys = frozenset(key_of(x) for x in v.elements.values())
-        if all(k[0] == "c" for k in keys):
-            return ("c", frozenset(k[1] for k in keys))  # the key of the equal constant frozenset
-        return ("fs", keys)
-    if t is not None and t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__:
-        real = v.real_object()
-        if real is not None:
+        fkeys = frozenset(key_of(x) for x in v.elements.values())
+        if all(k[0] == "c" for k in fkeys):
+            return ("c", frozenset(k[1] for k in fkeys))  # the key of the equal constant frozenset
+        return ("fs", fkeys)
+    if isinstance(v, (ListValue, DictValue, DictViewValue)) or isinstance(v, SetValue) and not v.frozen:
+        _raise_user(TypeError(f"unhashable type: '{v.python_type().__name__}'"))
+    real = v.real_object()
+    if real is not None:
+        if _hashed_by_identity(type(real[0])):
             return ("id", id(real[0]))
-        if v.source is None:
-            return ("id", id(v))  # made in the trace: one value is one object
-    if t is types.FunctionType and v.source is None:
-        return ("id", id(v))
-    raise Unsupported(f"a {v.type_name()} as a dict key or set element", kind="unsupported_key")
+        t = type(real[0])
+    else:
+        try:
+            t = v.python_type()
+        except NotImplementedError:
+            t = None
+        if t is not None and _hashed_by_identity(t):
+            return ("id", id(v))  # an object made in the trace: the value is its identity
+    # equality the tracer does not model (a user __eq__/__hash__, a frozenset
+    # of values...): keying by identity could miss an equal key
+    raise Unsupported(f"a {getattr(t, '__name__', type(v).__name__)} object as a dict key or set element",
+                      kind="unsupported_dict")
+
+
+def _hashed_by_identity(t: type) -> bool:
+    """Instances of ``t`` equal only themselves (object's or type's ``==`` and hash)."""
+    if issubclass(t, type):
+        return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
+    return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _raise_user(exc: BaseException):
+    from .exceptions import ExceptionValue
+    from ..errors import UserException
+    # raised where no frame is at hand: the frame it unwinds through does
+    # Python's raise bookkeeping (traceback, __context__)
+    value = ExceptionValue.from_real(exc)
+    value.fresh = True
+    raise UserException(value)
 
 
 def str_key(name: str):
@@ -233,15 +257,7 @@ class ListValue(BaseListValue):
         handler = _LIST_METHODS.get(name)
         if handler is None or kwargs and name != "sort":
             return super().call_method(tx, name, args, kwargs)
-        try:
-            inspect.signature(handler).bind(tx, self, *args, **kwargs)
-        except TypeError:
-            # a bad call: the real method gives the error, with its message
-            try:
-                getattr([], name)(*[None] * len(args), **{k: None for k in kwargs})
-            except TypeError as e:
-                tx.raise_python_exception(e)
-            raise Unsupported(f"list.{name}() with these arguments", kind="unsupported_method") from None
+        check_arity(tx, handler, getattr([], name), args, kwargs)
         if handler is not _list_index and handler is not _list_count and handler is not _list_copy:
             tx.side_effects.mutate(self)
         return handler(tx, self, *args, **kwargs)
@@ -268,6 +284,29 @@ class ListValue(BaseListValue):
 
     def __repr__(self):
         return f"ListValue({self.items})"
+
+
+_SIGNATURES: Dict[object, inspect.Signature] = {}
+
+
+def check_arity(tx, handler, real_method, args, kwargs) -> None:
+    """Raise the real method's TypeError when ``args``/``kwargs`` do not fit
+    ``handler(tx, self, ...)``: the message comes from calling ``real_method``
+    (the method of a scratch object) with as many placeholders."""
+    sig = _SIGNATURES.get(handler)
+    if sig is None:
+        sig = _SIGNATURES[handler] = inspect.signature(handler)
+    try:
+        sig.bind(tx, None, *args, **kwargs)
+        return
+    except TypeError:
+        pass
+    try:
+        real_method(*[None] * len(args), **{k: None for k in kwargs})
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    raise Unsupported(f"{getattr(real_method, '__qualname__', real_method)}() with these arguments",
+                      kind="unsupported_method")
 
 
 def _same(tx, a: Value, b: Value) -> bool:
@@ -298,7 +337,10 @@ def _list_extend(tx, lst, v):
 
 
 def _list_insert(tx, lst, i, v):
-    lst.items.insert(i.as_constant(), v)
+    try:
+        lst.items.insert(i.as_constant(), v)
+    except TypeError as e:  # not an index: list's own message
+        tx.raise_python_exception(e)
     return NONE
 
 
@@ -306,7 +348,7 @@ def _list_pop(tx, lst, i=None):
     idx = -1 if i is None else i.as_constant()
     try:
         return lst.items.pop(idx)
-    except IndexError as e:
+    except (IndexError, TypeError) as e:
         tx.raise_python_exception(e)
 
 

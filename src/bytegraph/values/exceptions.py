@@ -107,7 +107,7 @@ class ExceptionValue(Value):
     """
 
     __slots__ = ("exc_type", "args", "real", "rebuild", "traceback", "context", "cause", "suppress_context",
-                 "attrs")
+                 "attrs", "fresh")
 
     def __init__(self, exc_type: type, args: Optional[List[Value]], real: Optional[BaseException] = None,
                  rebuild=None):
@@ -122,6 +122,8 @@ class ExceptionValue(Value):
         self.cause: Value = NONE
         self.suppress_context = False
         self.attrs: Dict[str, Value] = {}
+        #: raised where no frame was at hand: the first frame it unwinds through calls ``raised``
+        self.fresh = False
 
     @staticmethod
     def from_real(exc: BaseException) -> "ExceptionValue":

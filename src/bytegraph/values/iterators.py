@@ -43,14 +43,69 @@ class ListIteratorValue(IteratorValue):
     def reconstruct(self, cg):
         cg.push_callable(list_iterator_at)
         cg.reconstruct(self.lst)
-        cg.load_object(len(self.lst.items) if self.done else self.pos)
+        cg.load_object(-1 if self.done else self.pos)
         cg.call(2)
 
 
 def list_iterator_at(lst: list, pos: int):
-    """A real iterator over ``lst`` that has already yielded ``pos`` items."""
+    """A real iterator over ``lst`` that has already yielded ``pos`` items
+    (``pos == -1``: exhausted, so it ignores items appended later)."""
+    if pos < 0:
+        it = iter([])
+        next(it, None)
+        return it
     it = iter(lst)
     it.__setstate__(pos)
+    return it
+
+
+class ListReversedIteratorValue(IteratorValue):
+    """``reversed(lst)`` for a list value: like CPython's, it keeps an index
+    that counts down and reads the list as it is at each step.  Reconstructs
+    as a real ``list_reverseiterator`` over the rebuilt list at that index."""
+
+    __slots__ = ("lst", "index")
+
+    def __init__(self, lst: "ListValue"):
+        super().__init__([])
+        self.lst = lst
+        self.index = len(lst.items) - 1
+
+    def python_type(self):
+        return type(reversed([]))
+
+    def next(self, tx):
+        if 0 <= self.index < len(self.lst.items):
+            v = self.lst.items[self.index]
+            self.index -= 1
+            return v
+        self.index = -1  # exhausted for good
+        return None
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+    def children(self):
+        return (self.lst,)
+
+    def reconstruct(self, cg):
+        cg.push_callable(list_reversed_at)
+        cg.reconstruct(self.lst)
+        cg.load_object(self.index)
+        cg.call(2)
+
+
+def list_reversed_at(lst: list, index: int):
+    """A real ``reversed(lst)`` whose next item is ``lst[index]`` (-1: exhausted)."""
+    it = reversed(lst)
+    if index < 0:
+        it = reversed([])
+        next(it, None)
+        return it
+    it.__setstate__(index)
     return it
 
 
