@@ -993,3 +993,14 @@ def test_deeply_nested_structures_fall_back_instead_of_recursion_error():
         return "ok"
 
     assert run_both(f)[:2] == (("ok", "recursion"), ("ok", "recursion"))
+
+
+class _OwnClassAttr:
+    __class__ = 413
+
+
+def test_class_attribute_named_dunder_class_shadows_the_type():
+    def f():
+        return _OwnClassAttr().__class__, _Plain().__class__
+
+    assert_same_clean(f)

@@ -318,8 +318,8 @@ class NewObjectValue(Value):
         return tx.wrap(fn, src).call(tx, [self, *args], {})
 
     def get_attr(self, tx, name):
-        if name == "__class__":
-            return tx.wrap(self.cls, None)
+        if name == "__class__" and special_lookup(self.cls, "__class__") is object.__dict__["__class__"]:
+            return tx.wrap(self.cls, None)  # (a class may define its own __class__)
         if self._data_descriptor(name) is not None:
             return self._property_call(tx, name, "fget", [])
         if name in self.attrs:
@@ -337,7 +337,9 @@ class NewObjectValue(Value):
                                             tx.wrap(self.cls, None))
                 if isinstance(attr, dataclasses.Field) or attr is None or isinstance(
                         attr, (int, float, str, bool, tuple)):
-                    return tx.wrap(attr, src)
+                    # read from the class's own dict: ``klass.name`` may find the metaclass's first
+                    return tx.wrap(attr, ItemSource(AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__"),
+                                                    name))
                 if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
                     break  # a slot not set in the trace: unset
                 if hasattr(type(attr), "__get__"):
