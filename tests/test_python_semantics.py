@@ -1004,3 +1004,11 @@ def test_class_attribute_named_dunder_class_shadows_the_type():
         return _OwnClassAttr().__class__, _Plain().__class__
 
     assert_same_clean(f)
+
+
+def test_dunder_class_of_a_builtin_container_is_its_type():
+    def f():
+        d, lst, s = dict(), [1], {1}
+        return d.__class__ is dict, lst.__class__ is list, s.__class__ is set, (1,).__class__ is tuple
+
+    assert_same_clean(f)
