@@ -1012,3 +1012,21 @@ def test_dunder_class_of_a_builtin_container_is_its_type():
         return d.__class__ is dict, lst.__class__ is list, s.__class__ is set, (1,).__class__ is tuple
 
     assert_same_clean(f)
+
+
+class _Proxy:
+    def __init__(self, obj):
+        self._Proxy__obj = obj
+
+    def __getattribute__(self, name):
+        if name.startswith("_Proxy__"):
+            return object.__getattribute__(self, name)
+        return getattr(self.__obj, name)
+
+
+def test_objects_with_their_own_getattribute_are_not_read_around_it():
+    def f(p):
+        return isinstance(p, _Plain), p.__class__ is _Plain
+
+    eager, compiled, _, _ = run_both(f, _Proxy(_Plain()))
+    assert compiled == eager == ("ok", (True, True))

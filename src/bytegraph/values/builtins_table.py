@@ -168,7 +168,8 @@ def _type_check(tx, t: type, cls) -> bool:
     except TypeError as e:
         tx.raise_python_exception(e)
     from .objects import special_lookup
-    if special_lookup(t, "__class__") is not object.__dict__["__class__"]:
+    if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
+            t.__getattribute__ is not object.__getattribute__:
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
     return False
 
