@@ -580,7 +580,8 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
-    if cls.__getattribute__ is not object.__getattribute__:
+    if cls.__getattribute__ is not object.__getattribute__ and not issubclass(cls, dict):
+        # (dict subclasses are modelled as ModelOutput-like mappings below)
         raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
     if getattr(cls, "__del__", None) is not None:
         # made in the trace, such an object would never exist, so its

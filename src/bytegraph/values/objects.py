@@ -340,8 +340,6 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
     from .functions import BoundMethodValue
     cls = type(obj)
     src = value.source
-    if cls.__getattribute__ is not object.__getattribute__ and not isinstance(obj, torch.nn.Module):
-        raise Unsupported(f"{cls.__name__}.__getattribute__", kind="unsupported_attribute")
     class_attr = None
     for klass in cls.__mro__:
         if name in klass.__dict__:
