@@ -584,9 +584,9 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
         # (dict subclasses are modelled as ModelOutput-like mappings below)
         raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
     if getattr(cls, "__del__", None) is not None:
-        # made in the trace, such an object would never exist, so its
-        # finalizer would never run
-        raise Unsupported(f"constructing {cls.__qualname__} (it has __del__)", kind="unsupported_class_call")
+        # the object would exist only if it escapes: its finalizer must run
+        # when eager's would, so it is made natively
+        raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
                           kind="unsupported_class_call", hint="build modules outside the compiled function")

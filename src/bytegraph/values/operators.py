@@ -98,6 +98,9 @@ def _repeated(tx, seq, n) -> Value:
     return TupleValue(items)
 
 
+_SET_BINOPS = {operator.or_: "or", operator.and_: "and", operator.sub: "sub", operator.xor: "xor"}
+
+
 def _graph_value(v) -> bool:
     return isinstance(v, (TensorValue, SymIntValue))
 
@@ -158,6 +161,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         out = DictValue(dict(a.entries), cls=a.cls)
         out.entries.update(b.entries)
         return out
+    if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in _SET_BINOPS:
+        return a.binop(tx, _SET_BINOPS[plain], b, in_place=fn is not plain and not a.frozen)
     if plain in _SET_OPS and (isinstance(a, SetValue) or isinstance(b, SetValue)):
         return _set_op(tx, fn, plain, a, b)
     raise Unsupported(f"operator {plain.__name__} on {a.type_name()} and {b.type_name()}",
