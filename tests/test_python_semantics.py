@@ -94,6 +94,610 @@ def test_dict_with_class_keys_guards_the_keys():
 
 
 # ---------------------------------------------------------------------------
+# with statements, exceptions and their state, tracebacks (issue 12 item 3)
+
+
+class _ExitRecorder:
+    """A context manager whose __exit__ records its arguments and returns ``ret``."""
+
+    def __init__(self, ret):
+        self.ret = ret
+        self.seen = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.seen = (exc_type, type(exc), tb is None, type(tb).__name__)
+        return self.ret
+
+
+class _Truth:
+    def __init__(self, value):
+        self.value = value
+
+    def __bool__(self):
+        return self.value
+
+
+def test_with_exit_arguments_and_truth_of_its_result():
+    def f(ret):
+        cm = _ExitRecorder(ret)
+        with cm:
+            raise ValueError("body")
+        return cm.seen
+
+    for ret in (True, 1, "yes", _Truth(True)):
+        assert_same_clean(f, ret)
+    for ret in (False, 0, None, _Truth(False), _Truth(1)):  # the exception propagates (or __bool__ raises)
+        eager, compiled, _, _ = run_both(f, ret)
+        assert compiled == eager
+
+
+class _NoEnter:
+    def __exit__(self, *args):
+        return False
+
+
+class _NoExit:
+    def __enter__(self):
+        return self
+
+
+def test_with_missing_enter_or_exit_raises_the_same_type_error():
+    def f(cls):
+        try:
+            with cls():
+                return "entered"
+        except TypeError as e:
+            return str(e)
+
+    for cls in (_NoEnter, _NoExit, int):
+        assert_same_clean(f, cls)
+
+
+def test_exception_cause_notes_and_attributes_survive_the_trace():
+    def f():
+        try:
+            raise ValueError("v") from TypeError("t")
+        except ValueError as e:
+            e.add_note("note")
+            e.extra = 3
+            kept = e.with_traceback(None)
+        return (kept, repr(kept.__context__), repr(kept.__cause__), kept.__suppress_context__,
+                kept.__notes__, kept.extra, str(kept), repr(kept), kept.__traceback__)
+
+    def describe(out):
+        kept = out[0]
+        return (type(kept), kept.args, repr(kept.__context__), repr(kept.__cause__), kept.__suppress_context__,
+                kept.__notes__, kept.extra, kept.__traceback__) + out[1:]
+
+    expected = describe(f())
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        before = STATS.eager_fallbacks
+        assert describe(bytegraph.compile(f, backend="eager")()) == expected
+        assert STATS.eager_fallbacks == before
+    finally:
+        config.force_transform = False
+
+
+def test_exception_context_is_kept_with_its_traceback():
+    def f():
+        try:
+            try:
+                {}["k"]
+            except KeyError:
+                raise ValueError("v")
+        except ValueError as e:
+            kept = e.with_traceback(None)
+        return type(kept.__context__).__name__, kept
+
+    def describe():
+        name, kept = f()
+        return name, kept.__context__.__traceback__ is None, kept.__suppress_context__
+
+    eager, compiled, _, _ = run_both(describe)
+    assert compiled == eager == ("ok", ("KeyError", False, False))
+
+
+def test_exception_made_outside_every_handler_gets_the_callers_context():
+    def f():
+        try:
+            raise ValueError("v")
+        except ValueError as e:
+            return e.with_traceback(None)
+
+    compiled = bytegraph.compile(f, backend="eager")
+    config.force_transform = True
+    try:
+        before = STATS.eager_fallbacks
+        try:
+            1 / 0
+        except ZeroDivisionError as outer:
+            eager_ctx = f().__context__
+            assert eager_ctx is outer
+            assert compiled().__context__ is outer
+        assert compiled().__context__ is None
+        assert STATS.eager_fallbacks == before
+    finally:
+        config.force_transform = False
+
+
+def test_exception_with_a_traceback_is_not_rebuilt_without_it():
+    def f():
+        try:
+            raise ValueError("v")
+        except ValueError as e:
+            return e
+
+    eager, compiled, fallbacks, _ = run_both(lambda: f().__traceback__ is None)
+    assert compiled == eager == ("ok", False)
+
+
+def test_exception_attributes_exact_or_unsupported():
+    def f(n):
+        e = OSError(2, "missing")
+        out = [type(e).__name__, e.errno, e.strerror, str(e), e.args]
+        try:
+            raise KeyError((1, 2)) if n else KeyError("x")
+        except KeyError as k:
+            out += [str(k), repr(k), k.args]
+        try:
+            ValueError("v").nope
+        except AttributeError as a:
+            out.append(str(a))
+        try:
+            raise 5
+        except TypeError as t:
+            out.append(str(t))
+        return out
+
+    assert_same_clean(f, 0)
+    assert run_both(f, 1)[0] == run_both(f, 1)[1]
+
+
+def test_user_exception_class_with_its_own_init_is_not_modelled_wrong():
+    class MyError(Exception):
+        def __init__(self, a, b):
+            super().__init__(a)
+            self.b = b
+
+    def f():
+        try:
+            raise MyError(1, 2)
+        except MyError as e:
+            return e.args, e.b, str(e)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager
+
+
+def test_assert_raises_context_is_traced_whole():
+    import unittest
+
+    class T(unittest.TestCase):
+        def runTest(self):
+            pass
+
+    case = T()
+
+    def f(s):
+        with case.assertRaises(ValueError) as cm:
+            int(s)
+        with case.assertRaises(KeyError):
+            {}[s]
+        return str(cm.exception), cm.exception.args, cm.exception.__traceback__
+
+    assert_same_clean(f, "x")
+
+
+def test_clear_frames_of_a_native_traceback_runs_after_the_graph():
+    import traceback
+
+    def g(tb):
+        traceback.clear_frames(tb)
+        return 1
+
+    def native():
+        local = [1]  # noqa: F841 - kept alive by the frame until cleared
+        raise ValueError("v")
+
+    try:
+        native()
+    except ValueError as e:
+        tb = e.__traceback__
+    frame = tb.tb_next.tb_frame
+    assert frame.f_locals
+    compiled = bytegraph.compile(g, backend="eager")
+    config.force_transform = True
+    try:
+        before = STATS.eager_fallbacks, STATS.graph_breaks
+        assert compiled(tb) == 1
+        assert (STATS.eager_fallbacks, STATS.graph_breaks) == before
+    finally:
+        config.force_transform = False
+    assert not frame.f_locals
+
+
+def test_bare_raise_in_a_callee_re_raises_the_callers_exception():
+    def reraise():
+        raise
+
+    def f():
+        try:
+            try:
+                {}["k"]
+            except KeyError:
+                reraise()
+        except KeyError as e:
+            return "caller's", str(e)
+        except RuntimeError as e:
+            return "none", str(e)
+
+    assert_same_clean(f)
+
+
+# ---------------------------------------------------------------------------
+# one tuple reached through two names keeps its identity across breaks
+
+
+class _Nested:
+    def __init__(self, *managers):
+        self.managers = managers
+
+    def __exit__(self, *exc_info):
+        ex = exc_info
+        for _ in collections_deque([1]):
+            pass
+        return ex is exc_info
+
+
+def collections_deque(items):
+    import collections
+    return collections.deque(items)
+
+
+def test_tuple_identity_survives_graph_breaks():
+    def f():
+        return _Nested().__exit__(None, None, None)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager == ("ok", True)
+
+
+def test_is_between_two_arguments_holding_one_tuple_is_guarded():
+    def f(a, b):
+        return a is b
+
+    t = (1, 2)
+    compiled = bytegraph.compile(f, backend="eager")
+    config.force_transform = True
+    try:
+        assert compiled(t, t) is True
+        assert compiled(t, (1, 2) + ()) is f(t, (1, 2) + ())
+        assert compiled((3,), (3,) + ()) is f((3,), (3,) + ())
+    finally:
+        config.force_transform = False
+
+
+# ---------------------------------------------------------------------------
+# binding the compiled function's arguments (issue 12 item 5)
+
+import functools  # noqa: E402
+
+
+def _wrapped_target(a, b=10):
+    return a + b
+
+
+@functools.wraps(_wrapped_target)
+def _wrapper_other_params(x, y=1, z=2):
+    return (x, y, z)
+
+
+@functools.wraps(_wrapped_target)
+def _wrapper_varargs(*args, **kwargs):
+    return _wrapped_target(*args, **kwargs)
+
+
+@functools.wraps(_wrapped_target)
+def _wrapper_swapped(b, a=None):
+    return (a, b)
+
+
+def test_functools_wraps_wrapper_binds_by_its_own_parameters():
+    assert_same_clean(_wrapper_other_params, 5)
+    assert_same_clean(_wrapper_other_params, 5, 6)
+    assert_same_clean(_wrapper_varargs, 5)
+    assert_same_clean(_wrapper_varargs, 5, b=1)
+    assert_same_clean(_wrapper_swapped, 1, 2)
+
+
+def test_functools_wraps_wrapper_is_not_retraced_on_every_call():
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        compiled = bytegraph.compile(_wrapper_varargs, backend="eager")
+        before = STATS.cache_hits, STATS.eager_fallbacks
+        for i in range(5):
+            assert compiled(3, b=4) == 7
+        assert STATS.cache_hits - before[0] == 4
+        assert STATS.eager_fallbacks == before[1]
+    finally:
+        config.force_transform = False
+
+
+# ---------------------------------------------------------------------------
+# protocols: isinstance/issubclass hooks, truth and len checks, set operators,
+# dict keys and set elements (issue 12 item 4)
+
+
+class _CheckMeta(type):
+    def __instancecheck__(cls, inst):
+        return getattr(inst, "tag", None) == 42
+
+    def __subclasscheck__(cls, sub):
+        return sub is int
+
+
+class _Checked(metaclass=_CheckMeta):
+    pass
+
+
+def test_isinstance_and_issubclass_honour_the_metaclass_hooks():
+    def f(x):
+        return (isinstance(x, _Checked), isinstance(x, (str, _Checked)), issubclass(int, _Checked),
+                issubclass(str, _Checked), isinstance(x, int | str))
+
+    assert_same_clean(f, _Tagged(42))
+    assert_same_clean(f, _Tagged(1))
+
+
+class _Tagged:
+    def __init__(self, tag):
+        self.tag = tag
+
+
+def test_isinstance_argument_errors():
+    def f(how):
+        try:
+            if how == 0:
+                return isinstance(1, int, invalid=True)
+            if how == 1:
+                return isinstance(1)
+            if how == 2:
+                return isinstance(1, 5)
+            return issubclass(1, int)
+        except TypeError as e:
+            return str(e)
+
+    for how in range(4):
+        assert_same_clean(f, how)
+
+
+class _Len:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+class _Bool:
+    def __init__(self, v):
+        self.v = v
+
+    def __bool__(self):
+        return self.v
+
+
+def test_bool_and_len_results_are_checked():
+    def f(o):
+        try:
+            return "yes" if o else "no"
+        except (TypeError, ValueError) as e:
+            return type(e).__name__, str(e)
+
+    def g(o):
+        try:
+            return len(o)
+        except (TypeError, ValueError) as e:
+            return type(e).__name__, str(e)
+
+    for o in (_Len(2), _Len(0), _Len(-1), _Len(2.0), _Len(True), _Bool(True), _Bool(1), _Bool(None)):
+        assert_same_clean(f, o)
+    for o in (_Len(3), _Len(-1), _Len("x"), _Bool(True)):
+        assert_same_clean(g, o)
+
+
+def test_callable_of_instances():
+    class C:
+        def __call__(self):
+            return 1
+
+    def f(o):
+        return callable(o), callable(type(o))
+
+    assert_same_clean(f, _Len(1))
+    assert_same_clean(f, C())
+
+
+def test_set_operators_with_sets_frozensets_and_other_operands():
+    def f(s, o):
+        try:
+            r = s | o
+            s2 = s
+            s2 |= o
+            return r, type(r).__name__, s2, type(s2).__name__, s2 is s, s - o, s & o, s ^ o
+        except TypeError as e:
+            return str(e)
+
+    for s in ({1, 2}, frozenset({1, 2})):
+        for o in ({2, 3}, frozenset({3}), [1], 5):
+            assert_same_clean(f, set(s) if type(s) is set else s, o)
+
+
+class _EqByValue:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return isinstance(other, _EqByValue) and other.v == self.v
+
+    def __hash__(self):
+        return hash(self.v)
+
+
+def test_set_and_dict_keys_never_use_identity_for_value_equality():
+    from collections import namedtuple
+    P = namedtuple("P", "x y")
+
+    def f(a, b):
+        s = {a, b}
+        d = {P(1, 2): "p", (1, 2): "t"}
+        made = {_Tagged(1), _Tagged(1)}
+        return len(s), d, len(made), len({P(1, 2), P(3, 4)})
+
+    eager, compiled, _, _ = run_both(f, _EqByValue(1), _EqByValue(1))
+    assert compiled == eager and eager[1][0] == 1
+    assert run_both(f, 1, 1.0)[1] == run_both(f, 1, 1.0)[0]
+
+
+class _LoudHash:
+    """Records every __hash__ call: the trace must not run it behind the program's back."""
+
+    calls = []
+
+    def __hash__(self):
+        _LoudHash.calls.append(1)
+        return 1
+
+
+def test_wrapping_an_object_does_not_hash_it():
+    def f(o):
+        return -1 if o is None else 1
+
+    obj = _LoudHash()
+    _LoudHash.calls.clear()
+    assert_same_clean(f, obj)
+    assert _LoudHash.calls == []
+
+
+class _Container:
+    def __init__(self):
+        self.log = []
+
+    def __contains__(self, item):
+        self.log.append(("contains", item))
+        return item == 1
+
+    def __setitem__(self, key, value):
+        self.log.append(("set", key, value))
+
+
+class _Plain:
+    pass
+
+
+def test_in_and_item_assignment_use_the_special_methods():
+    def f():
+        c = _Container()
+        c[1] = 2
+        out = [1 in c, 2 in c, c.log]
+        try:
+            3 in _Plain()
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            _Plain()[0] = 1
+        except TypeError as e:
+            out.append(str(e))
+        return out
+
+    assert_same_clean(f)
+
+
+class _Prop:
+    def __init__(self):
+        self._v = 5
+
+    @property
+    def v(self):
+        return self._v
+
+    @v.setter
+    def v(self, value):
+        self._v = value * 2
+
+    @property
+    def ro(self):
+        return 1
+
+
+def test_properties_of_objects_made_in_the_trace():
+    def f():
+        p = _Prop()
+        p.v = 10
+        out = [p.v, p._v]
+        try:
+            p.ro = 3
+        except AttributeError as e:
+            out.append(str(e))
+        try:
+            del p.ro
+        except AttributeError as e:
+            out.append(str(e))
+        return out
+
+    assert_same_clean(f)
+
+
+def test_objects_with_a_finalizer_are_not_made_in_the_trace():
+    log = []
+
+    class Fin:
+        def __del__(self):
+            log.append("del")
+
+    def f():
+        Fin()
+        return len(log)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager
+
+
+def test_list_item_errors_and_method_arity_are_pythons():
+    def f(how):
+        lst = [3, 1, 2]
+        try:
+            if how == 0:
+                lst[::0] = []
+            elif how == 1:
+                lst["a"] = 1
+            elif how == 2:
+                lst.sort(None)
+            elif how == 3:
+                lst.append()
+            else:
+                return lst[::0]
+        except (TypeError, ValueError) as e:
+            return type(e).__name__, str(e), lst
+
+    for how in range(5):
+        assert_same_clean(f, how)
+
+
+def test_immutable_copies_are_the_same_object():
+    def f(t, fs):
+        return (t * 1 is t, tuple(t) is t, t[:] is t, frozenset(fs) is fs, fs.copy() is fs,
+                t[::-1] is t)
+
+    assert_same_clean(f, (1, 2), frozenset({1}))
+
+
 # list and tuple operations: CPython's errors, identities and live iterators
 
 
@@ -1249,6 +1853,43 @@ def test_code_name_of_a_resumed_frame_in_a_traceback_is_the_functions():
             return sys.exc_info()[2].tb_frame.f_code.co_name
 
     assert assert_same_clean(f) == ("ok", "f")
+
+
+class _OwnClassAttr:
+    __class__ = 413
+
+
+def test_class_attribute_named_dunder_class_shadows_the_type():
+    def f():
+        return _OwnClassAttr().__class__, _Plain().__class__
+
+    assert_same_clean(f)
+
+
+def test_dunder_class_of_a_builtin_container_is_its_type():
+    def f():
+        d, lst, s = dict(), [1], {1}
+        return d.__class__ is dict, lst.__class__ is list, s.__class__ is set, (1,).__class__ is tuple
+
+    assert_same_clean(f)
+
+
+class _Proxy:
+    def __init__(self, obj):
+        self._Proxy__obj = obj
+
+    def __getattribute__(self, name):
+        if name.startswith("_Proxy__"):
+            return object.__getattribute__(self, name)
+        return getattr(self.__obj, name)
+
+
+def test_objects_with_their_own_getattribute_are_not_read_around_it():
+    def f(p):
+        return isinstance(p, _Plain), p.__class__ is _Plain
+
+    eager, compiled, _, _ = run_both(f, _Proxy(_Plain()))
+    assert compiled == eager == ("ok", (True, True))
 
 
 # ---------------------------------------------------------------------------

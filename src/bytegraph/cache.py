@@ -20,8 +20,8 @@ from typing import Callable, Dict, List, Optional
 from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
+from .guards import code_signature
 from .diagnostics import ENABLED, STATS, emit, log
-from .guards import signature_of
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 _ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
@@ -78,8 +78,10 @@ class FrameCache:
         if self._eager_reason is not None:
             return None
         try:
-            signature_of(fn).bind(*args, **kwargs)
-        except TypeError:
+            code_signature(fn).bind(*args, **kwargs)
+        except (TypeError, RecursionError):
+            # a bad call raises as the function would; near the recursion
+            # limit bytegraph's own frames would not fit: run it as it is
             return None
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)

@@ -76,8 +76,11 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
             visit(child)
         active.discard(key)
 
-    for r in roots:
-        visit(r)
+    try:
+        for r in roots:
+            visit(r)
+    except RecursionError:
+        raise Unsupported("a data structure too deeply nested to rebuild", kind="unreconstructable") from None
     return counts, tensors
 
 

@@ -311,7 +311,7 @@ class CompiledGuard:
     def _env(self, args, kwargs) -> Optional[dict]:
         """The guard's namespace with this call's arguments bound (slow paths only)."""
         try:
-            bound = signature_of(self._signature_fn).bind(*args, **kwargs)
+            bound = code_signature(self._signature_fn).bind(*args, **kwargs)
             bound.apply_defaults()
         except TypeError:
             return None
@@ -425,11 +425,14 @@ class _Forgotten:
         self.type_name = type(obj).__name__
 
 
-def signature_of(fn: types.FunctionType) -> inspect.Signature:
-    """The parameters ``fn``'s code binds, ignoring ``__wrapped__`` and
-    ``__signature__`` (a ``functools.wraps`` wrapper takes ``*args``, not its
-    target's parameters)."""
-    plain = types.FunctionType(fn.__code__, {}, fn.__name__, fn.__defaults__, fn.__closure__)
+def code_signature(fn: types.FunctionType) -> inspect.Signature:
+    """The signature CPython binds a call of ``fn`` with: its code's parameters and its defaults.
+
+    ``inspect.signature(fn)`` is not that: it follows ``__wrapped__`` (a
+    ``functools.wraps`` wrapper would bind as the function it wraps) and
+    honours ``__signature__``, both of which the interpreter ignores.
+    """
+    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     plain.__kwdefaults__ = fn.__kwdefaults__
     return inspect.signature(plain)
 

@@ -42,6 +42,8 @@ class SideEffects:
         self.order: Dict[object, None] = {}
         #: hooks registered on pre-existing tensors: (tensor, hook fn, handle value)
         self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
+        #: library calls whose only effect is on objects no traced code reads, run in order after the graph
+        self.deferred_calls: List[Tuple[object, List[Value]]] = []
 
     # -- identity ------------------------------------------------------------
     def existing(self, obj) -> Optional[Value]:
@@ -137,8 +139,18 @@ class SideEffects:
             cg.call_method("register_hook", push_hook)
             cg.store_in_temp(handle)
 
+    def defer_call(self, fn, args: List[Value]) -> None:
+        """Call ``fn(*args)`` after the graph, in order with the other effects.
+
+        Only for calls whose effect nothing in the trace can observe (e.g.
+        ``traceback.clear_frames`` of a traceback from native code: it clears
+        the locals of frames that have finished)."""
+        self.order[("call", len(self.deferred_calls))] = None
+        self.deferred_calls.append((fn, list(args)))
+
     def has_pending(self) -> bool:
-        return bool(self.mutated or self.attr_writes or self.global_writes or self.tensor_hooks)
+        return bool(self.mutated or self.attr_writes or self.global_writes or self.tensor_hooks
+                    or self.deferred_calls)
 
     # -- replay ----------------------------------------------------------------
     def _effects(self):
@@ -152,6 +164,9 @@ class SideEffects:
             elif kind == "attr":
                 obj, writes = attr_by[key[1]]
                 yield "attr", obj, (key[2], writes[key[2]])
+            elif kind == "call":
+                fn, args = self.deferred_calls[key[1]]
+                yield "call", fn, args
             else:
                 f_globals, name, value = self.global_writes[(key[1], key[2])]
                 yield "global", f_globals, (name, value)
@@ -167,6 +182,8 @@ class SideEffects:
                 continue  # live only if reached (see codegen.live_values)
             if kind == "state":
                 roots.extend(target.children())
+            elif kind == "call":
+                roots.extend(payload)
             else:
                 value = payload[1]
                 if value is not DELETED:
@@ -184,6 +201,10 @@ class SideEffects:
         for kind, target, payload in effects:
             if kind == "state" and not isinstance(target, CellValue):
                 staged.append(cg.stage_new_state(target))
+            elif kind == "call":
+                for value in payload:
+                    cg.stage_value(value)
+                staged.append(None)
             else:
                 value = target.contents if kind == "state" else payload[1]
                 if isinstance(value, Value) and value is not DELETED:
@@ -195,6 +216,12 @@ class SideEffects:
                     target.emit_writeback(cg)
                 else:
                     cg.apply_new_state(target, temp)
+            elif kind == "call":
+                cg.push_callable(target)
+                for value in payload:
+                    cg.reconstruct(value)
+                cg.call(len(payload))
+                cg.emit("POP_TOP")
             elif kind == "attr":
                 name, value = payload
                 if value is DELETED:

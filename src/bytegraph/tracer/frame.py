@@ -138,8 +138,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             # the tracer's own stack ran out (constant folding, wrapping): the
             # program would not necessarily fail here
             raise Unsupported("Python's recursion limit reached while tracing", kind="recursion")
-        raise UserException(ExceptionValue(type(exc), [const(a) if _is_lit(a) else const(repr(a))
-                                                         for a in exc.args], real=exc))
+        value = ExceptionValue.from_real(exc)
+        value.raised(self)
+        raise UserException(value)
 
     def set_grad_mode(self, enabled: bool) -> None:
         self.trace.set_grad_mode(enabled)
@@ -235,6 +236,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                 handler(self, ins)
             except UserException as exc:
                 trace.raise_steps.setdefault(id(exc.value), (exc.value, self.step))
+                if getattr(exc.value, "fresh", False):
+                    exc.value.fresh = False
+                    exc.value.raised(self)
                 if not self._unwind_to_handler(exc, ins):
                     raise
             except Unsupported as exc:
@@ -290,10 +294,6 @@ def _raise_pending(frame, ins):
 def _unsupported_opcode(frame, ins):
     # run as a handler, so the break gets the instruction's location like any other
     raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
-
-
-def _is_lit(a) -> bool:
-    return isinstance(a, (int, float, str, bool, type(None), bytes))
 
 
 DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper()}

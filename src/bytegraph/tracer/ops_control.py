@@ -7,15 +7,19 @@ the raising instruction (3.11's static table), exactly as CPython would.
 
 from __future__ import annotations
 
+import types
+
 import torch
 
 from ..errors import Unsupported, UserException
+from ..sources import AttrSource, ObjectSource
 from ..values.constants import NONE, const, is_none
 from ..values.containers import IteratorValue
 from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
 from ..values.modules import NewObjectValue
-from ..values.objects import (ClassValue, ExceptionValue, GradModeValue, UserObjectValue, WithExitValue,
-                              traceback_of)
+from ..values.exceptions import HANDLED_AT_ENTRY, ExceptionValue, handled_exception
+from ..values.functions import BoundMethodValue
+from ..values.objects import NO_ATTR, ClassValue, GradModeValue, UserObjectValue, WithExitValue, special_lookup
 
 
 # torch contexts whose enter/exit switch C++ state bytegraph does not model:
@@ -23,11 +27,11 @@ from ..values.objects import (ClassValue, ExceptionValue, GradModeValue, UserObj
 _NATIVE_CONTEXTS = (torch.inference_mode,)
 
 
-def _python_method(obj, name: str) -> bool:
-    """Is ``name`` a Python function on the class of a user object (pre-existing or made in the trace)?"""
-    import types
-    attr = getattr(obj.python_type(), name, None)
-    return isinstance(attr, types.FunctionType)
+def _class_attr_value(tx, obj, cls: type, name: str, fn):
+    """The function ``cls.name`` as a value, read through the object's class where it has a source."""
+    src = AttrSource(AttrSource(obj.source, "__class__"), name) if obj.source is not None else \
+        AttrSource(ObjectSource(cls, cls.__qualname__), name)
+    return tx.wrap(fn, src)
 
 
 class ControlOps:
@@ -95,23 +99,41 @@ class ControlOps:
             self.stack.append(GeneratorContextExitValue(ctx))
             self.stack.append(entered)
             return
-        if isinstance(ctx, (UserObjectValue, NewObjectValue)) and _python_method(ctx, "__enter__") \
-                and _python_method(ctx, "__exit__") and not issubclass(ctx.python_type(), _NATIVE_CONTEXTS):
-            # A user context manager: __enter__ is inlined now, the bound
-            # __exit__ waits on the stack like CPython's.
-            exit_fn = ctx.get_attr(self, "__exit__")
-            entered = ctx.get_attr(self, "__enter__").call(self, [], {})
-            self.stack.pop()
-            self.stack.append(exit_fn)
-            self.stack.append(entered)
-            return
+        if isinstance(ctx, (UserObjectValue, NewObjectValue)) and not issubclass(ctx.python_type(), _NATIVE_CONTEXTS):
+            # A user context manager.  As CPython: both methods are looked up
+            # on the type (a missing one is a TypeError) and bound, then
+            # __enter__ is called (inlined) and the bound __exit__ waits on
+            # the stack.
+            cls = ctx.python_type()
+            enter, exit_ = special_lookup(cls, "__enter__"), special_lookup(cls, "__exit__")
+            if isinstance(enter, types.FunctionType) and isinstance(exit_, types.FunctionType):
+                exit_fn = BoundMethodValue(_class_attr_value(self, ctx, cls, "__exit__", exit_), ctx)
+                enter_fn = BoundMethodValue(_class_attr_value(self, ctx, cls, "__enter__", enter), ctx)
+                entered = enter_fn.call(self, [], {})
+                self.stack.pop()
+                self.stack.append(exit_fn)
+                self.stack.append(entered)
+                return
+        try:
+            cls = ctx.python_type()
+        except (NotImplementedError, Unsupported):
+            cls = None
+        if isinstance(cls, type):
+            enter, exit_ = special_lookup(cls, "__enter__"), special_lookup(cls, "__exit__")
+            if enter is NO_ATTR or exit_ is NO_ATTR:
+                missed = "" if enter is NO_ATTR else " (missed __exit__ method)"
+                self.raise_python_exception(TypeError(
+                    f"'{cls.__name__}' object does not support the context manager protocol{missed}"))
         raise Unsupported(f"`with` on a {ctx.type_name()} object", kind="unsupported_context",
                           hint="the with statement's enter and exit run natively between graphs")
 
     def WITH_EXCEPT_START(self, ins):
+        # __exit__(type(exc), exc, exc.__traceback__); the result's truth
+        # (POP_JUMP_IF_TRUE next) decides whether the exception is swallowed
         exit_fn = self.stack[-4]
         exc = self.stack[-1]
-        self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, traceback_of(self, exc)], {}))
+        tb = exc.traceback if isinstance(exc, ExceptionValue) else exc.get_attr(self, "__traceback__")
+        self.stack.append(exit_fn.call(self, [ClassValue(exc.python_type()), exc, tb], {}))
 
     # -- exceptions ----------------------------------------------------------------
     def PUSH_EXC_INFO(self, ins):
@@ -147,23 +169,42 @@ class ControlOps:
 
     def RAISE_VARARGS(self, ins):
         if ins.arg == 0:
-            # the exception being handled: the innermost handler of this frame
-            # or of a caller in the trace; with none, the one the compiled
-            # function's own caller handles (unknown here): raise natively
-            f = self
-            while f is not None and not f.exc_stack:
-                f = f.parent
-            if f is None:
-                raise Unsupported("a bare `raise` outside any handler of the trace", kind="bare_raise")
-            raise UserException(f.exc_stack[-1])
-        if ins.arg == 2:
-            self.stack.pop()  # the cause: not modelled (tracebacks are not reconstructed)
-        exc = self.stack.pop()
-        if isinstance(exc, ClassValue) or exc.is_constant() and isinstance(exc.as_constant(), type):
-            exc = exc.call(self, [], {})
-        if not isinstance(exc, ExceptionValue):
-            self.raise_python_exception(TypeError("exceptions must derive from BaseException"))
+            # a bare ``raise`` re-raises the exception being handled, maybe by a caller
+            handled = handled_exception(self)
+            if handled is HANDLED_AT_ENTRY:
+                raise Unsupported("a bare raise outside the handlers of the trace", kind="unsupported_exception",
+                                  hint="it re-raises what the caller of the compiled function is handling")
+            if is_none(handled):
+                self.raise_python_exception(RuntimeError("No active exception to reraise"))
+            raise UserException(handled)
+        cause = self.stack.pop() if ins.arg == 2 else None
+        exc = self._exception_instance(self.stack.pop(), "exceptions must derive from BaseException")
+        if cause is not None:
+            # ``raise exc from cause``: the cause is instantiated like exc (None clears it)
+            if not is_none(cause):
+                cause = self._exception_instance(cause, "exception causes must derive from BaseException")
+            exc.cause = cause
+            exc.suppress_context = True
+        exc.raised(self)
         raise UserException(exc)
+
+    def _exception_instance(self, v, error: str):
+        """What ``raise v`` raises: ``v`` itself, or ``v()`` for an exception class."""
+        if isinstance(v, ClassValue) or v.is_constant() and isinstance(v.as_constant(), type):
+            cls = v.as_constant()
+            if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+                self.raise_python_exception(TypeError(error))
+            v = v.call(self, [], {})
+        if isinstance(v, ExceptionValue):
+            return v
+        try:
+            is_exception = issubclass(v.python_type(), BaseException)
+        except NotImplementedError:
+            is_exception = True
+        if is_exception:
+            raise Unsupported(f"raising a {v.type_name()} exception object made before the trace",
+                              kind="unsupported_exception")
+        self.raise_python_exception(TypeError(error))
 
     def LOAD_ASSERTION_ERROR(self, ins):
         self.stack.append(ClassValue(AssertionError))

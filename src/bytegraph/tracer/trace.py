@@ -10,7 +10,7 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import OutputGraph
-from ..guards import Guard, GuardSet, autocast_state, global_state_guards, signature_of
+from ..guards import Guard, GuardSet, autocast_state, code_signature, global_state_guards
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
 from ..sources import ItemSource, LocalSource, ObjectSource, RootCellSource, chain
@@ -139,7 +139,7 @@ class Trace:
         if code.co_flags & _GENERATOR_FLAGS:
             raise Unsupported("the compiled function is a generator or coroutine", kind="generator",
                               hint="generator functions run eagerly")
-        bound = signature_of(fn).bind(*args, **kwargs)
+        bound = code_signature(fn).bind(*args, **kwargs)
         bound.apply_defaults()
         root = Frame(self, code, fn.__globals__, {}, [], parent=None, fn_name=fn.__name__)
         root.unrealized = {name: (obj, LocalSource(name)) for name, obj in bound.arguments.items()}

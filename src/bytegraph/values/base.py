@@ -53,6 +53,15 @@ class Value:
 
     # -- behaviour --------------------------------------------------------
     def get_attr(self, tx, name: str) -> "Value":
+        if name == "__class__":
+            # the type (a class is callable, but ``obj.__class__`` is no method)
+            try:
+                cls = self.python_type()
+            except NotImplementedError:
+                cls = None
+            if cls is not None and type(cls).__getattribute__ is type.__getattribute__ and \
+                    "__class__" not in vars(cls) and getattr(cls, "__module__", "") == "builtins":
+                return tx.wrap(cls, None)
         if type(self).call_method is not Value.call_method:
             try:
                 has = callable(getattr(self.python_type(), name, None))

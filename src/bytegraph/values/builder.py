@@ -81,10 +81,13 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return value
     if t is tuple:
         _type_len(guards, source, obj)
-        return TupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], source)
+        return TupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], source,
+                          real=obj if source is not None else None)
     if isinstance(obj, tuple) and hasattr(t, "_fields"):
         _type_len(guards, source, obj)
-        return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
+        value = NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
+        value.real = obj if source is not None else None
+        return value
     if t in (dict, collections.OrderedDict, collections.defaultdict):
         if len(obj) > MAX_WRAPPED_DICT:
             # (sys.modules, a registry): wrapping and guarding every entry would

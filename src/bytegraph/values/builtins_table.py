@@ -14,6 +14,8 @@ import functools
 import inspect
 import itertools
 import sys
+import traceback
+import types
 import math
 import operator
 from typing import Callable, Dict, List
@@ -26,7 +28,8 @@ from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
 from .frame_builtins import dir_, id_, locals_, super_, vars_
-from .objects import ClassValue, ExceptionValue, GradModeValue
+from .exceptions import ExceptionValue, TracebackValue, construct_exception
+from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
 from .symbolic import SymIntValue
@@ -56,33 +59,159 @@ def _len(tx, args, kwargs):
             return const(len(v.as_constant()))
         except TypeError as e:
             tx.raise_python_exception(e)
+    from .modules import NewObjectValue
+    from .objects import NO_ATTR, UserObjectValue, checked_len, special_lookup
+    if isinstance(v, (UserObjectValue, NewObjectValue)):
+        # looked up on the type, and the result checked, as len() does
+        cls = v.python_type()
+        method = v.dunder(tx, "__len__") if isinstance(v, UserObjectValue) else v._dunder(tx, "__len__")
+        if method is None:
+            if special_lookup(cls, "__len__") is NO_ATTR:
+                tx.raise_python_exception(TypeError(f"object of type '{cls.__name__}' has no len()"))
+            raise Unsupported(f"len() of a {cls.__name__} (its __len__ is not a Python function)",
+                              kind="unsupported_builtin")
+        return checked_len(tx, method.call(tx, [], {}))
     return v.get_attr(tx, "__len__").call(tx, [], {})
 
 
 
 def _isinstance(tx, args, kwargs):
-    obj, cls = args
-    classes = _classes(tx, cls)
-    if isinstance(obj, ConstantValue):
-        return const(isinstance(obj.value, classes))
-    t = obj.python_type()
-    if isinstance(obj, TensorValue) and not isinstance(classes, tuple):
-        classes = (classes,)
-    try:
-        return const(issubclass(t, classes))
-    except TypeError as e:
-        tx.raise_python_exception(e)
-
-
-def _classes(tx, v: Value):
-    """A class or a (nested) tuple of classes, as ``isinstance``/``issubclass`` take it."""
-    return v.as_constant() if v.is_constant() else tuple(_classes(tx, c) for c in v.unpack(tx))
+    _exactly_two(tx, "isinstance", args, kwargs)
+    return const(_instance_check(tx, args[0], args[1]))
 
 
 def _issubclass(tx, args, kwargs):
-    a, b = (_classes(tx, x) for x in args)
+    _exactly_two(tx, "issubclass", args, kwargs)
+    return const(_subclass_check(tx, args[0], args[1]))
+
+
+def _exactly_two(tx, name, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError(f"{name}() takes no keyword arguments"))
+    if len(args) != 2:
+        tx.raise_python_exception(TypeError(f"{name} expected 2 arguments, got {len(args)}"))
+
+
+def _class_items(tx, v: Value):
+    """The items of a tuple of classes (values), or None if ``v`` is not a tuple."""
+    if isinstance(v, TupleValue):
+        return list(v.items)
+    if v.is_constant() and isinstance(v.as_constant(), tuple):
+        return [tx.wrap(c, None) if isinstance(c, type) else const(c) for c in v.as_constant()]
+    return None
+
+
+#: modules whose __instancecheck__/__subclasscheck__ are answered at trace time (ABCs, typing,
+#: and torch below): their answers depend only on the classes involved
+_TRACE_TIME_CHECKERS = ("abc", "_py_abc", "typing", "collections.abc")
+
+
+_STATIC = object()
+
+
+def _checker(tx, cls_value: Value, cls, name: str):
+    """``type(cls).name`` when it is a Python function to inline; ``_STATIC``
+    for the ABC and typing checkers (answered by the real ``issubclass`` of
+    the object's type); None for the built-in rule."""
+    meta = type(cls)
+    if meta is type:
+        return None
+    from .objects import NO_ATTR, special_lookup
+    fn = special_lookup(meta, name)
+    if fn is NO_ATTR or fn is type.__dict__[name]:
+        return None
+    if not isinstance(fn, types.FunctionType):
+        raise Unsupported(f"{name} of {meta.__qualname__}", kind="unsupported_builtin")
+    module = fn.__module__ or ""
+    if module in _TRACE_TIME_CHECKERS or module.partition(".")[0] == "torch":
+        # (torch's _ParameterMeta answers by the tensor's class, as the type says)
+        return _STATIC
+    from ..sources import AttrSource, ObjectSource
+    from .functions import BoundMethodValue
+    owner = next(k for k in meta.__mro__ if name in k.__dict__)
+    return BoundMethodValue(tx.wrap(fn, AttrSource(ObjectSource(owner, owner.__qualname__), name)), cls_value)
+
+
+def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
+    """``isinstance(obj, cls)`` as ``PyObject_IsInstance``: the exact type, a
+    tuple (or union) item by item, the metaclass's ``__instancecheck__``, then
+    the type (or ``obj.__class__``) against ``cls``."""
+    items = _class_items(tx, cls_value)
+    if items is not None:
+        return any(_instance_check(tx, obj, c) for c in items)
+    cls = _class_object(cls_value, "isinstance")
+    t = type(obj.value) if isinstance(obj, ConstantValue) else obj.python_type()
+    if t is cls:
+        return True
+    if isinstance(cls, types.UnionType):
+        return any(_instance_check(tx, obj, tx.wrap(c, None)) for c in cls.__args__)
+    checker = _checker(tx, cls_value, cls, "__instancecheck__")
+    if checker is _STATIC:
+        if isinstance(obj, ConstantValue):
+            return isinstance(obj.value, cls)
+        return _type_check(tx, t, cls)
+    if checker is not None:
+        return checker.call(tx, [obj], {}).truth(tx)
+    if not isinstance(cls, type):
+        if not hasattr(cls, "__bases__"):
+            tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
+        raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
+    if isinstance(obj, ConstantValue):
+        return isinstance(obj.value, cls)
+    return _type_check(tx, t, cls)
+
+
+def _type_check(tx, t: type, cls) -> bool:
+    """``isinstance`` by the object's type ``t``.  When that says no, Python
+    also checks ``obj.__class__`` if it is not ``type(obj)`` (a proxy): not modelled."""
     try:
-        return const(issubclass(a, b))
+        if issubclass(t, cls):
+            return True
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    from .objects import special_lookup
+    if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
+            t.__getattribute__ is not object.__getattribute__:
+        raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
+    return False
+
+
+def _class_object(v: Value, fn: str):
+    """The real class (or other object) a class argument stands for."""
+    if v.is_constant():
+        return v.as_constant()
+    real = v.real_object()
+    if real is None:
+        raise Unsupported(f"{fn}() against a {v.type_name()}", kind="unsupported_builtin")
+    return real[0]
+
+
+def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
+    """``issubclass(derived, cls)`` as ``PyObject_IsSubclass``."""
+    d = _class_object(derived, "issubclass")
+    items = _class_items(tx, cls_value)
+    if items is not None:
+        return any(_subclass_check(tx, derived, c) for c in items)
+    cls = _class_object(cls_value, "issubclass")
+    if isinstance(cls, types.UnionType):
+        return any(_subclass_check(tx, derived, tx.wrap(c, None)) for c in cls.__args__)
+    checker = _checker(tx, cls_value, cls, "__subclasscheck__")
+    if checker is _STATIC:
+        try:
+            return issubclass(d, cls)
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    if checker is not None:
+        return checker.call(tx, [derived], {}).truth(tx)
+    if not isinstance(d, type) or not isinstance(cls, type):
+        if not isinstance(d, type) and not hasattr(d, "__bases__"):
+            tx.raise_python_exception(TypeError("issubclass() arg 1 must be a class"))
+        if not isinstance(cls, type) and not hasattr(cls, "__bases__"):
+            tx.raise_python_exception(TypeError(
+                "issubclass() arg 2 must be a class, a tuple of classes, or a union"))
+        raise Unsupported("issubclass() of objects that are not classes", kind="unsupported_builtin")
+    try:
+        return issubclass(d, cls)
     except TypeError as e:
         tx.raise_python_exception(e)
 
@@ -285,8 +414,8 @@ def _scalar_type(fn):
                 tx.raise_python_exception(e)
         if fn is bool and len(args) == 1:
             return const(args[0].truth(tx))
-        if fn is str and len(args) == 1 and isinstance(args[0], ExceptionValue) and all_constant(args[0].args):
-            return const(str(args[0].as_real()))
+        if fn is str and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
+            return args[0].text(tx, str)
         if fn is str and len(args) == 1:
             raise Unsupported(f"str() of a {args[0].type_name()}", kind="unsupported_builtin")
         raise Unsupported(f"{fn.__name__}() of a {args[0].type_name()}", kind="unsupported_builtin")
@@ -294,8 +423,8 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
-    if len(args) == 1 and type(args[0]) is TupleValue:
-        return args[0]  # tuple(t) is t for an exact tuple, as in CPython
+    if len(args) == 1 and not kwargs and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) of an exact tuple is t itself
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
@@ -376,6 +505,8 @@ def _slice(tx, args, kwargs):
 
 def _constant_fn(fn):
     def handler(tx, args, kwargs):
+        if fn is repr and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
+            return args[0].text(tx, repr)
         if any(isinstance(a, TensorValue) for a in args):
             raise Unsupported(f"{fn.__module__ or ''}.{fn.__name__}() of a tensor reads its value",
                               kind="data_dependent", hint="use the torch equivalent")
@@ -495,15 +626,7 @@ class SetGradEnabledValue(GradModeValue):
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
-        import types as _types
-        if kwargs or isinstance(getattr(cls, "__init__", None), _types.FunctionType) or \
-                isinstance(getattr(cls, "__new__", None), _types.FunctionType):
-            # ExceptionValue models ``cls(*args)`` with C-level construction
-            # only: keyword attributes (AttributeError(name=...)) and Python
-            # __init__/__new__ (side effects, attributes) run natively
-            raise Unsupported(f"creating a {cls.__name__} with keywords or a Python __init__",
-                              kind="unsupported_exception")
-        return ExceptionValue(cls, list(args))
+        return construct_exception(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         fields = cls._fields
         defaults = getattr(cls, "_field_defaults", {})
@@ -682,6 +805,22 @@ def _dataclass_replace(tx, args, kwargs):
     return call_type(tx, cls, [], init_kwargs)
 
 
+def _clear_frames(tx, args, kwargs):
+    """``traceback.clear_frames(tb)`` of a traceback made in the trace: its frames
+    are inlined calls (they do not exist) or running frames, which it skips."""
+    if len(args) == 1 and not kwargs and (isinstance(args[0], TracebackValue) or is_none(args[0])):
+        return NONE
+    if len(args) == 1 and not kwargs and args[0].source is not None and \
+            args[0].python_type() is types.TracebackType:
+        # a traceback from native code: the frames it clears have finished
+        # (running ones are skipped), so nothing the trace runs can see the
+        # difference; the call runs after the graph
+        tx.side_effects.defer_call(traceback.clear_frames, args)
+        return NONE
+    raise Unsupported(f"traceback.clear_frames() of a {args[0].type_name() if args else 'missing'} argument",
+                      kind="unsupported_builtin")
+
+
 def _graph_break(tx, args, kwargs):
     raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
@@ -703,7 +842,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
     dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,
-    copy.copy: _copy, copy.deepcopy: _deepcopy,
+    copy.copy: _copy, copy.deepcopy: _deepcopy, traceback.clear_frames: _clear_frames,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     itertools.product: _rearranging(itertools.product),
@@ -749,10 +888,12 @@ def builtin_handler(obj):
     if not _registered:
         _registered.append(True)
         _register_graph_break()
-    try:
-        return BUILTIN_HANDLERS.get(obj)
-    except TypeError:  # unhashable
+    # Only functions and plain classes can be table keys; looking anything
+    # else up would hash it, which may run a user's __hash__ at trace time.
+    t = type(obj)
+    if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
         return None
+    return BUILTIN_HANDLERS.get(obj)
 
 
 _registered: list = []

@@ -20,9 +20,12 @@ from .constants import NONE, const, is_none
 def key_of(v: Value):
     """Hashable key of a dict key / set element value.
 
-    Constants key by value, so equal numbers (``1``, ``1.0``, ``True``) are
-    one key exactly as in Python; other values key by the identity of the
-    object they stand for.
+    Two values get equal keys exactly when Python would treat the objects
+    as one key (equal hashes and ``==``).  Constants key by value, so equal
+    numbers (``1``, ``1.0``, ``True``) are one key; tuples by their items;
+    objects whose class keeps ``object``'s hash and ``==`` by the identity of
+    the object they stand for.  Anything else (an unhashable object, a class
+    with its own ``__hash__``/``__eq__``) raises ``Unsupported``.
     """
     if v.is_constant():
         c = v.as_constant()
@@ -44,6 +47,11 @@ def key_of(v: Value):
         if all(k[0] == "c" for k in keys):
             return ("c", tuple(k[1] for k in keys))  # the key of the equal tuple constant
         return ("t", keys)
+    if isinstance(v, SetValue) and v.frozen:
+        fkeys = frozenset(key_of(x) for x in v.elements.values())
+        if all(k[0] == "c" for k in fkeys):
+            return ("c", frozenset(k[1] for k in fkeys))  # the key of the equal constant frozenset
+        return ("fs", fkeys)
     if isinstance(v, (ListValue, DictValue, DictViewValue)) or isinstance(v, SetValue) and not v.frozen:
         _raise_user(TypeError(f"unhashable type: '{v.python_type().__name__}'"))
     real = v.real_object()
@@ -72,9 +80,13 @@ def _hashed_by_identity(t: type) -> bool:
 
 
 def _raise_user(exc: BaseException):
-    from .objects import ExceptionValue
+    from .exceptions import ExceptionValue
     from ..errors import UserException
-    raise UserException(ExceptionValue(type(exc), [const(a) for a in exc.args], real=exc))
+    # raised where no frame is at hand: the frame it unwinds through does
+    # Python's raise bookkeeping (traceback, __context__)
+    value = ExceptionValue.from_real(exc)
+    value.fresh = True
+    raise UserException(value)
 
 
 def str_key(name: str):
@@ -110,22 +122,36 @@ class BaseListValue(Value):
     def getitem(self, tx, index: Value) -> Value:
         idx = index.as_constant()
         if isinstance(idx, slice):
+            try:
+                self.items[idx]
+            except (ValueError, TypeError) as e:  # a zero step, a non-integer bound
+                tx.raise_python_exception(e)
+            if type(self) is TupleValue and len(range(*idx.indices(len(self.items)))) == len(self.items) \
+                    and idx.indices(len(self.items))[2] == 1:
+                return self  # a whole-tuple slice of an exact tuple is the tuple itself
             return type(self)(self.items[idx]) if type(self) in (TupleValue, ListValue) else TupleValue(self.items[idx])
         try:
             return self.items[idx]
-        except IndexError as e:
-            tx.raise_python_exception(e)
-        except TypeError as e:
+        except (IndexError, TypeError) as e:
             tx.raise_python_exception(e)
 
 
 class TupleValue(BaseListValue):
     """A tuple (or ``torch.Size``-free tuple) built or read during tracing.
 
-    Reconstructs with ``BUILD_TUPLE`` of its items.
+    ``real`` is the tuple itself for one read from a source (``is`` compares
+    it: one tuple reached through two sources is one object).  Reconstructs
+    with ``BUILD_TUPLE`` of its items, or through its source.
     """
 
-    __slots__ = ()
+    __slots__ = ("real",)
+
+    def __init__(self, items: List[Value], source=None, real=None):
+        super().__init__(items, source)
+        self.real = real
+
+    def real_object(self):
+        return (self.real,) if self.real is not None else None
 
     def python_type(self):
         return tuple
@@ -238,34 +264,30 @@ class ListValue(BaseListValue):
 
     def setitem(self, tx, index: Value, value: Value):
         idx = index.as_constant()
+        new = value.unpack(tx) if isinstance(idx, slice) else value
+        items = list(self.items)
         try:
             old = self.items[idx] if isinstance(idx, slice) else [self.items[idx]]
-        except (IndexError, TypeError):
-            old = []
+            items[idx] = new  # on a copy: a failing assignment changes nothing
+        except (IndexError, ValueError, TypeError) as e:
+            tx.raise_python_exception(e)
         for v in old:
             check_release(v)
         tx.side_effects.mutate(self)
-        try:
-            if isinstance(idx, slice):
-                self.items[idx] = value.unpack(tx)
-            else:
-                self.items[idx] = value
-        except (IndexError, TypeError, ValueError) as e:
-            # what list itself says about this index (and slice length)
-            tx.raise_python_exception(e)
+        self.items[:] = items
 
     def delitem(self, tx, index: Value):
+        idx = index.as_constant()
+        items = list(self.items)
         try:
-            idx = index.as_constant()
-            for v in (self.items[idx] if isinstance(idx, slice) else [self.items[idx]]):
-                check_release(v)
-        except (IndexError, TypeError):
-            pass
-        tx.side_effects.mutate(self)
-        try:
-            del self.items[index.as_constant()]
-        except (IndexError, TypeError) as e:
+            old = self.items[idx] if isinstance(idx, slice) else [self.items[idx]]
+            del items[idx]
+        except (IndexError, ValueError, TypeError) as e:
             tx.raise_python_exception(e)
+        for v in old:
+            check_release(v)
+        tx.side_effects.mutate(self)
+        self.items[:] = items
 
     def __repr__(self):
         return f"ListValue({self.items})"
@@ -491,7 +513,9 @@ class DictValue(Value):
         try:
             del self.entries[key_of(key)]
         except KeyError:
-            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+            if not key.is_constant():
+                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
+            tx.raise_python_exception(KeyError(key.as_constant()))
 
     def call_method(self, tx, name, args, kwargs):
         e = self.entries

@@ -24,7 +24,7 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import DELETED, UserObjectValue, lookup_attr
+from .objects import DELETED, NO_ATTR, UserObjectValue, dunder_truth, lookup_attr, special_lookup
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -175,7 +175,7 @@ class SuperValue(Value):
                     if on_class:
                         return tx.wrap(attr, src)
                     return BoundMethodValue(tx.wrap(attr, src), self.receiver)
-                if isinstance(attr, classmethod):
+                if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
                     owner = self.receiver if on_class else tx.wrap(receiver_cls, None)
                     return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")), owner)
                 if isinstance(attr, staticmethod):
@@ -290,37 +290,75 @@ class NewObjectValue(Value):
     def python_type(self):
         return self.cls
 
+    def _data_descriptor(self, name):
+        """``(owning class, descriptor)`` if the class defines ``name`` as a data
+        descriptor (which comes before the instance's own attributes), else None."""
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
+                    return None  # a slot: kept in ``attrs`` like a __dict__ entry
+                if hasattr(type(attr), "__set__") or hasattr(type(attr), "__delete__"):
+                    return klass, attr
+                return None
+        return None
+
+    def _property_call(self, tx, name, which: str, args):
+        """Run the getter, setter or deleter of property ``name``, as Python would."""
+        klass, prop = self._data_descriptor(name)
+        if type(prop) is not property:
+            raise Unsupported(f"data descriptor {self.cls.__name__}.{name} ({type(prop).__name__}) of an object "
+                              "made in the trace", kind="unsupported_attribute")
+        fn = getattr(prop, which)
+        if fn is None:
+            what = {"fget": "getter", "fset": "setter", "fdel": "deleter"}[which]
+            tx.raise_python_exception(AttributeError(
+                f"property '{name}' of '{self.cls.__name__}' object has no {what}"))
+        src = AttrSource(AttrSource(ObjectSource(klass, klass.__qualname__), name), which)
+        return tx.wrap(fn, src).call(tx, [self, *args], {})
+
     def get_attr(self, tx, name):
+        if name == "__class__" and special_lookup(self.cls, "__class__") is object.__dict__["__class__"]:
+            return tx.wrap(self.cls, None)  # (a class may define its own __class__)
+        if self._data_descriptor(name) is not None:
+            return self._property_call(tx, name, "fget", [])
         if name in self.attrs:
             return self.attrs[name]
-        if name == "__class__":
-            return tx.wrap(self.cls, None)
         for klass in self.cls.__mro__:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodValue(tx.wrap(attr, src), self)
-                if isinstance(attr, property):
-                    return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self], {})
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
-                if isinstance(attr, classmethod):
+                if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
                     return BoundMethodValue(tx.wrap(attr.__func__, AttrSource(src, "__func__")),
                                             tx.wrap(self.cls, None))
                 if isinstance(attr, dataclasses.Field) or attr is None or isinstance(
                         attr, (int, float, str, bool, tuple)):
-                    return tx.wrap(attr, src)
+                    # read from the class's own dict: ``klass.name`` may find the metaclass's first
+                    return tx.wrap(attr, ItemSource(AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__"),
+                                                    name))
+                if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
+                    break  # a slot not set in the trace: unset
                 if hasattr(type(attr), "__get__"):
-                    break
+                    # another descriptor (cached_property, a C method...): its result is not modelled
+                    raise Unsupported(f"descriptor {self.cls.__name__}.{name} of an object made in the trace",
+                                      kind="unsupported_attribute")
                 return tx.wrap(attr, src)
         if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
                                                    "__contains__", "to_tuple"):
             return _DictPartMethod(self, name)
+        if getattr(self.cls, "__getattr__", None) is not None:
+            raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
         slots = _slot_names(self.cls)
+        if self._data_descriptor(name) is not None:
+            self._property_call(tx, name, "fset", [value])
+            return
         if slots is not None and name not in slots:
             tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
@@ -330,16 +368,22 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        if self._data_descriptor(name) is not None:
+            self._property_call(tx, name, "fdel", [])
+            return
         if name not in self.attrs:
-            tx.raise_python_exception(AttributeError(name))
+            tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         del self.attrs[name]
         self.items.pop(name, None)
 
     def _dunder(self, tx, name):
-        fn = getattr(self.cls, name, None)
-        if isinstance(fn, types.FunctionType):
-            return self.get_attr(tx, name)
-        return None
+        """``type(obj).name`` bound to this object if it is a Python function
+        (special methods are looked up on the type, never the instance)."""
+        fn = special_lookup(self.cls, name)
+        if not isinstance(fn, types.FunctionType):
+            return None
+        owner = next(k for k in self.cls.__mro__ if name in k.__dict__)
+        return BoundMethodValue(tx.wrap(fn, AttrSource(ObjectSource(owner, owner.__qualname__), name)), self)
 
     def call(self, tx, args, kwargs):
         method = self._dunder(tx, "__call__")
@@ -364,6 +408,15 @@ class NewObjectValue(Value):
         return TupleValue(list(self.items.values())).getitem(tx, key)
 
     def setitem(self, tx, key: Value, value: Value):
+        if not issubclass(self.cls, dict):
+            method = self._dunder(tx, "__setitem__")
+            if method is None:
+                if special_lookup(self.cls, "__setitem__") is NO_ATTR:
+                    tx.raise_python_exception(TypeError(
+                        f"'{self.cls.__name__}' object does not support item assignment"))
+                raise Unsupported(f"item assignment on a {self.cls.__name__} object", kind="unsupported_setitem")
+            method.call(tx, [key, value], {})
+            return
         k = key.as_constant()
         self.items[k] = value
         self.attrs[k] = value
@@ -371,18 +424,16 @@ class NewObjectValue(Value):
     def truth(self, tx):
         if issubclass(self.cls, dict):
             return bool(self.items)
-        for name in ("__bool__", "__len__"):
-            method = self._dunder(tx, name)
-            if method is not None:
-                return bool(method.call(tx, [], {}).as_constant())
-        return True
+        return dunder_truth(tx, self.cls, lambda name: self._dunder(tx, name))
 
     def get_iter(self, tx):
         if issubclass(self.cls, dict):
             return IteratorValue([const(k) for k in self.items])
         method = self._dunder(tx, "__iter__")
         if method is None:
-            return super().get_iter(tx)
+            if special_lookup(self.cls, "__iter__") is NO_ATTR and special_lookup(self.cls, "__getitem__") is NO_ATTR:
+                tx.raise_python_exception(TypeError(f"'{self.cls.__name__}' object is not iterable"))
+            raise Unsupported(f"iterating a {self.cls.__name__} object", kind="unsupported_iter")
         it = method.call(tx, [], {})
         if it is self:
             # an iterator that is its own __iter__: advanced one __next__ at a
@@ -529,6 +580,9 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
+    if cls.__getattribute__ is not object.__getattribute__ and not issubclass(cls, dict):
+        # (dict subclasses are modelled as ModelOutput-like mappings below)
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
     if getattr(cls, "__del__", None) is not None:
         # the object would exist only if it escapes: its finalizer must run
         # when eager's would, so it is made natively

@@ -1,5 +1,5 @@
-"""Python modules, classes, user objects, exceptions and torch's grad-mode
-context managers."""
+"""Python modules, classes, user objects and torch's grad-mode context
+managers (exceptions are in ``exceptions.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource
 from .base import Value, check_release, has_finalizer
-from .constants import NONE, ConstantValue, const
+from .constants import NONE, ConstantValue, const, is_none
+from .exceptions import ExceptionValue  # noqa: F401 - re-exported
 
 
 class PythonModuleValue(Value):
@@ -208,13 +209,7 @@ class UserObjectValue(Value):
         return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
 
     def truth(self, tx):
-        for name in ("__bool__", "__len__"):
-            method = self.dunder(tx, name)
-            if method is not None:
-                return bool(method.call(tx, [], {}).as_constant())
-            if hasattr(type(self.obj), name):
-                return super().truth(tx)
-        return True
+        return dunder_truth(tx, type(self.obj), lambda name: self.dunder(tx, name))
 
     def unpack(self, tx):
         method = self.dunder(tx, "__iter__")
@@ -242,11 +237,92 @@ class UserObjectValue(Value):
     def has_len(self):
         return hasattr(type(self.obj), "__len__")
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "with_traceback" and isinstance(self.obj, BaseException) and len(args) == 1 and not kwargs \
+                and type(self.obj).with_traceback is BaseException.with_traceback:
+            # an exception from native code (e.g. given to __exit__): the
+            # write is replayed after the graph like any attribute write
+            tb = args[0]
+            from .exceptions import TracebackValue
+            if isinstance(tb, TracebackValue):
+                raise Unsupported("giving an exception from native code a traceback made in the trace",
+                                  kind="unsupported_exception")
+            if not (is_none(tb) or tb.python_type() is types.TracebackType):
+                tx.raise_python_exception(TypeError("__traceback__ must be a traceback or None"))
+            tx.side_effects.store_attr(self, "__traceback__", tb)
+            return self
+        return super().call_method(tx, name, args, kwargs)
+
     def __repr__(self):
         return f"UserObjectValue({type(self.obj).__name__})"
 
 
 DELETED = ConstantValue(object())
+
+#: what special_lookup returns for an absent name
+NO_ATTR = _MISSING = object()
+
+
+def special_lookup(cls: type, name: str):
+    """``name`` looked up on the type only, as the interpreter looks up special methods."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def dunder_truth(tx, cls: type, bound) -> bool:
+    """``bool(obj)`` for an object of a Python class: ``__bool__`` (which must
+    return a bool), else ``__len__`` (checked as by ``len``), else true.
+    ``bound(name)`` is the Python method ``type(obj).name`` bound to the
+    object, or None when it is not a Python function."""
+    for name in ("__bool__", "__len__"):
+        attr = special_lookup(cls, name)
+        if attr is _MISSING:
+            continue
+        if attr is None:
+            tx.raise_python_exception(TypeError("'NoneType' object is not callable"))
+        method = bound(name)
+        if method is None:
+            raise Unsupported(f"{cls.__name__}.{name} is not a Python function", kind="unsupported_truth")
+        if name == "__len__":
+            n = checked_len(tx, method.call(tx, [], {}))
+            return n.truth(tx)
+        result = method.call(tx, [], {})
+        if result.is_constant() and type(result.as_constant()) is bool:
+            return result.as_constant()
+        try:
+            rtype = result.python_type()
+        except NotImplementedError:
+            rtype = None
+        if rtype is bool:
+            return result.truth(tx)
+        if rtype is not None:
+            tx.raise_python_exception(TypeError(f"__bool__ should return bool, returned {rtype.__name__}"))
+        raise Unsupported(f"the result of {cls.__name__}.__bool__", kind="unsupported_truth")
+    return True
+
+
+def checked_len(tx, result: Value) -> Value:
+    """The result of a Python ``__len__`` as ``len()`` checks it: an integer
+    (by ``__index__``) that is not negative and fits in a ``Py_ssize_t``."""
+    import sys
+    from .symbolic import SymIntValue
+    if isinstance(result, SymIntValue):
+        return result  # a size: never negative
+    if not result.is_constant():
+        raise Unsupported(f"__len__ returning a {result.type_name()}", kind="unsupported_builtin")
+    n = result.as_constant()
+    if type(n) not in (int, bool):
+        if isinstance(n, (float, str, bytes, complex, type(None), tuple)):
+            tx.raise_python_exception(TypeError(f"'{type(n).__name__}' object cannot be interpreted as an integer"))
+        raise Unsupported(f"__len__ returning a {type(n).__name__}", kind="unsupported_builtin")
+    n = int(n)
+    if n < 0:
+        tx.raise_python_exception(ValueError("__len__() should return >= 0"))
+    if n > sys.maxsize:
+        tx.raise_python_exception(OverflowError("cannot fit 'int' into an index-sized integer"))
+    return const(n)
 
 
 def _has_data_descriptor(cls, name) -> bool:
@@ -298,7 +374,7 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         return BoundMethodValue(fn, value)
     if isinstance(class_attr, staticmethod):
         return tx.wrap(class_attr.__func__, AttrSource(AttrSource(src, "__class__"), name))
-    if isinstance(class_attr, classmethod):
+    if isinstance(class_attr, classmethod) and isinstance(class_attr.__func__, types.FunctionType):
         fn = tx.wrap(class_attr.__func__, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "__func__"))
         return BoundMethodValue(fn, tx.wrap(cls, AttrSource(src, "__class__")))
     if class_attr is not None and not hasattr(type(class_attr), "__get__"):
@@ -323,84 +399,14 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
             _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
         _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
         tx.raise_python_exception(e)
+    except Exception as e:
+        # a C getter that ran user code which raised: the read must happen in Python
+        raise Unsupported(f"reading {cls.__name__}.{name} raises {type(e).__name__}",
+                          kind="unsupported_attribute") from None
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
         fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
         return BoundMethodValue(fn, value)
     return tx.wrap(attr, AttrSource(src, name))
-
-
-class ExceptionValue(Value):
-    """An exception instance raised or created by the traced program.
-
-    ``exc_type`` is the class; ``args`` its constructor arguments.
-    Reconstructs as ``exc_type(*args)``.
-    """
-
-    __slots__ = ("exc_type", "args", "real")
-
-    def __init__(self, exc_type: type, args: List[Value], real: Optional[BaseException] = None):
-        super().__init__()
-        self.exc_type = exc_type
-        self.args = args
-        self.real = real
-
-    def python_type(self):
-        return self.exc_type
-
-    def get_attr(self, tx, name):
-        if name == "args":
-            from .containers import TupleValue
-            return TupleValue(list(self.args))
-        if name == "__class__":
-            return ClassValue(self.exc_type)
-        return super().get_attr(tx, name)
-
-    def children(self):
-        return self.args
-
-    def as_real(self) -> BaseException:
-        if self.real is not None:
-            return self.real
-        return self.exc_type(*[a.as_constant() if a.is_constant() else a for a in self.args])
-
-    def reconstruct(self, cg):
-        cg.push_callable(self.exc_type)
-        for a in self.args:
-            cg.reconstruct(a)
-        cg.call(len(self.args))
-
-
-class SymbolicTracebackValue(Value):
-    """The ``__traceback__`` of an exception raised in the trace (what a
-    ``with`` block's ``__exit__`` receives).
-
-    The real traceback exists only once the exception is raised natively.
-    It is not None (``tb is None`` is answered); any other use is a graph
-    break, which moves to where the exception was raised (see
-    ``compiler._before_traced_raises``), so that it is real after it.
-    """
-
-    def python_type(self):
-        return types.TracebackType
-
-    def _fail(self):
-        raise Unsupported("using the traceback of an exception raised in the trace", kind="symbolic_traceback")
-
-    def get_attr(self, tx, name):
-        self._fail()
-
-    def truth(self, tx):
-        return True
-
-    def reconstruct(self, cg):
-        self._fail()
-
-
-def traceback_of(tx, exc: Value) -> Value:
-    """``exc.__traceback__`` for the exception a handler or ``__exit__`` gets."""
-    if exc.source is not None:
-        return exc.get_attr(tx, "__traceback__")
-    return SymbolicTracebackValue()
 
 
 class GradModeValue(Value):

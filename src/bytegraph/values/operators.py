@@ -55,6 +55,10 @@ _TENSOR_INPLACE_METHODS = {
 }
 
 
+def _is_one(v: Value) -> bool:
+    return v.is_constant() and type(v.as_constant()) in (int, bool) and v.as_constant() == 1
+
+
 def _fold(tx, fn: Callable, *values: Value) -> Value:
     try:
         out = fn(*[v.as_constant() for v in values])
@@ -144,6 +148,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
             return TupleValue(a.items + b.unpack(tx))
     if isinstance(b, TupleValue) and plain is operator.add and a.is_constant() and isinstance(a.as_constant(), tuple):
         return TupleValue(a.unpack(tx) + b.items)
+    if plain is operator.mul and (type(a) is TupleValue and _is_one(b) or type(b) is TupleValue and _is_one(a)):
+        return a if type(a) is TupleValue else b  # an exact tuple times 1 is that tuple
     if isinstance(a, BaseListValue) and plain is operator.mul and b.is_constant():
         return _repeated(tx, a, b.as_constant())
     if isinstance(b, BaseListValue) and plain is operator.mul and a.is_constant():
@@ -157,6 +163,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         return out
     if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in _SET_BINOPS:
         return a.binop(tx, _SET_BINOPS[plain], b, in_place=fn is not plain and not a.frozen)
+    if plain in _SET_OPS and (isinstance(a, SetValue) or isinstance(b, SetValue)):
+        return _set_op(tx, fn, plain, a, b)
     raise Unsupported(f"operator {plain.__name__} on {a.type_name()} and {b.type_name()}",
                       kind="unsupported_operator")
 
@@ -167,6 +175,54 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
     if a.is_constant():
         return _fold(tx, fn, a)
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
+
+
+_SET_OPS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}
+
+#: types whose binary operators never accept a set (so ``set op x`` / ``x op set`` is a TypeError)
+_NO_SET_OPERAND = (int, float, complex, str, bytes, bool, type(None), list, tuple, dict, range)
+
+
+def _as_set(v: Value):
+    """``v`` as a :class:`SetValue` if it is a set or frozenset, else None."""
+    if isinstance(v, SetValue):
+        return v
+    if v.is_constant() and type(v.as_constant()) in (set, frozenset):
+        c = v.as_constant()
+        return SetValue([const(x) for x in c], frozen=type(c) is frozenset)
+    return None
+
+
+def _set_op(tx, fn, plain, a: Value, b: Value) -> Value:
+    """``a op b`` where one side is a set: set/frozenset operators accept only
+    sets (``set.__or__(list)`` is NotImplemented); the result has the left
+    operand's type; ``|=`` and friends mutate a set but not a frozenset."""
+    sa, sb = _as_set(a), _as_set(b)
+    if sa is None or sb is None:
+        other = b if sa is not None else a
+        try:
+            other_type = other.python_type()
+        except NotImplementedError:
+            other_type = None
+        if other_type in _NO_SET_OPERAND or isinstance(other, (BaseListValue, DictValue, RangeValue)):
+            symbol = _SET_OPS[plain] + ("=" if fn is not plain else "")
+            tx.raise_python_exception(TypeError(
+                f"unsupported operand type(s) for {symbol}: '{a.python_type().__name__}' and "
+                f"'{b.python_type().__name__}'"))
+        raise Unsupported(f"operator {_SET_OPS[plain]} on {a.type_name()} and {b.type_name()}",
+                          kind="unsupported_operator")
+    keys = plain(set(sa.elements), set(sb.elements))
+    merged = dict(sa.elements)
+    for k, v in sb.elements.items():
+        merged.setdefault(k, v)
+    elements = {k: merged[k] for k in merged if k in keys}
+    if fn is not plain and not sa.frozen and sa is a:
+        tx.side_effects.mutate(a)
+        a.elements = elements
+        return a
+    out = SetValue([], frozen=sa.frozen)
+    out.elements = elements
+    return out
 
 
 def same_object(tx, a: Value, b: Value) -> bool:
@@ -185,6 +241,16 @@ def same_object(tx, a: Value, b: Value) -> bool:
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return a.fake is b.fake
     ra, rb = _real(a), _real(b)
+    if ra is not None and rb is not None and type(ra[0]) is not type(rb[0]):
+        return False  # objects of two types (each guarded where it was read)
+    if ra is not None and rb is not None and a.source is not None and b.source is not None \
+            and not isinstance(a, ConstantValue) and not isinstance(b, ConstantValue):
+        # two objects read from two places: the answer holds while those
+        # places alias (or not) the same way; their identities may change
+        from ..guards import Guard
+        same = ra[0] is rb[0]
+        tx.guards.add(Guard("ALIAS" if same else "NO_ALIASING", a.source, None, (b.source,)))
+        return same
     if ra is not None and rb is not None:
         _guard_identity(tx, a)
         _guard_identity(tx, b)
@@ -202,7 +268,7 @@ def _guard_identity(tx, v: Value) -> None:
 
 
 def _real(v: Value):
-    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
+    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)) and not isinstance(v, TupleValue):
         # one real container is one value (side-effect table): ``a is b`` already said it
         return None
     return v.real_object()
@@ -282,6 +348,20 @@ def contains(tx, container: Value, item: Value) -> bool:
             return item.as_constant() in container.as_constant()
         except TypeError as e:
             tx.raise_python_exception(e)
+    from .modules import NewObjectValue
+    from .objects import NO_ATTR, UserObjectValue, special_lookup
+    if type(container) in (UserObjectValue, NewObjectValue) and not issubclass(container.python_type(), dict):
+        # ``__contains__`` (looked up on the type), else iteration, else TypeError
+        cls = container.python_type()
+        bound = container.dunder(tx, "__contains__") if isinstance(container, UserObjectValue) \
+            else container._dunder(tx, "__contains__")
+        if bound is not None:
+            return bound.call(tx, [item], {}).truth(tx)
+        if special_lookup(cls, "__contains__") is not NO_ATTR:
+            raise Unsupported(f"`in` on a {cls.__name__} (its __contains__ is not a Python function)",
+                              kind="unsupported_operator")
+        if special_lookup(cls, "__iter__") is NO_ATTR and special_lookup(cls, "__getitem__") is NO_ATTR:
+            tx.raise_python_exception(TypeError(f"argument of type '{cls.__name__}' is not iterable"))
     for v in container.unpack(tx):
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
         if same_object(tx, v, item):
