@@ -20,12 +20,16 @@ from typing import Callable, Dict, List
 
 import torch
 
+from .. import config
 from ..errors import Unsupported, UserException
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
 from .frame_builtins import dir_, id_, locals_, super_, vars_
+from .generators import (AccumulateValue, ChainValue, EnumerateValue, FilterValue, GeneratorValue, IsliceValue,
+                         LazyIteratorValue, MapValue, SnapshotIteratorValue, ZipValue, iterate,
+                         raise_stop_iteration)
 from .objects import ClassValue, ExceptionValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -97,37 +101,36 @@ def _range(tx, args, kwargs):
 
 
 def _enumerate(tx, args, kwargs):
-    start = kwargs["start"].as_constant() if "start" in kwargs else (args[1].as_constant() if len(args) > 1 else 0)
-    items = _iter_items(tx, args[0])
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(items)])
+    start = kwargs["start"] if "start" in kwargs else (args[1] if len(args) > 1 else const(0))
+    if not start.is_constant() or type(start.as_constant()) is not int:
+        raise Unsupported("enumerate() with a start that is not an int constant", kind="unsupported_builtin")
+    return EnumerateValue(iterate(tx, args[0]), start.as_constant())
 
 
 def _zip(tx, args, kwargs):
     strict = kwargs.get("strict")
-    seqs = [_iter_items(tx, a) for a in args]
-    if strict is not None and strict.as_constant() and len({len(s) for s in seqs}) > 1:
-        tx.raise_python_exception(ValueError("zip() arguments have different lengths"))
-    return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+    return ZipValue([iterate(tx, a) for a in args], bool(strict is not None and strict.truth(tx)))
 
 
 def _map(tx, args, kwargs):
+    if len(args) < 2:
+        tx.raise_python_exception(TypeError("map() must have at least two arguments."))
     fn, *its = args
-    seqs = [_iter_items(tx, a) for a in its]
-    return IteratorValue([fn.call(tx, list(t), {}) for t in zip(*seqs)])
+    return MapValue(fn, [iterate(tx, a) for a in its])
 
 
 def _filter(tx, args, kwargs):
     fn, it = args
-    out = []
-    for v in _iter_items(tx, it):
-        keep = v if is_none(fn) else fn.call(tx, [v], {})
-        if keep.truth(tx):
-            out.append(v)
-    return IteratorValue(out)
+    return FilterValue(fn, iterate(tx, it))
 
 
 def _reversed(tx, args, kwargs):
-    return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
+    v = args[0]
+    t = v.python_type()
+    if isinstance(v, IteratorValue) or not (hasattr(t, "__reversed__") or
+                                            (hasattr(t, "__len__") and hasattr(t, "__getitem__"))):
+        tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
+    return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 
 def _iter(tx, args, kwargs):
@@ -135,7 +138,7 @@ def _iter(tx, args, kwargs):
         return args[0]
     if len(args) == 1 and not kwargs:
         return args[0].get_iter(tx)
-    return IteratorValue(_iter_items(tx, args[0]))
+    raise Unsupported("iter(callable, sentinel)", kind="unsupported_builtin")
 
 
 def _next(tx, args, kwargs):
@@ -146,15 +149,36 @@ def _next(tx, args, kwargs):
     if v is None:
         if len(args) > 1:
             return args[1]
-        tx.raise_python_exception(StopIteration())
+        raise_stop_iteration(tx, it.result if isinstance(it, GeneratorValue) else NONE)
     return v
+
+
+def _items_with_keys(tx, iterable: Value, key):
+    """Pull every item, calling ``key`` on each as it arrives (as min/max do)."""
+    it = iterate(tx, iterable)
+    items, keys = [], []
+    while (v := it.next(tx)) is not None:
+        items.append(v)
+        keys.append(key.call(tx, [v], {}) if key is not None else v)
+        if len(items) > config.max_generator_items:
+            raise Unsupported("an endless iterator", kind="generator")
+    return items, keys
 
 
 def _reduce_minmax(fn):
     def handler(tx, args, kwargs):
         key = kwargs.pop("key", None)
+        if key is not None and is_none(key):
+            key = None
         default = kwargs.pop("default", None)
-        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        if len(args) == 1:
+            if key is None and not isinstance(args[0], LazyIteratorValue):
+                items = _iter_items(tx, args[0])
+                keys = items
+            else:
+                items, keys = _items_with_keys(tx, args[0], key)
+        else:
+            items, keys = _items_with_keys(tx, TupleValue(list(args)), key)
         if not items:
             if default is not None:
                 return default
@@ -166,7 +190,6 @@ def _reduce_minmax(fn):
                               hint=f"use torch.{'maximum' if fn is max else 'minimum'}")
         if key is None and all_constant(items):
             return const(fn(v.as_constant() for v in items))
-        keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
         ks = [k.as_constant() for k in keys]
         best = fn(range(len(items)), key=lambda i: ks[i])
         return items[best]
@@ -174,11 +197,16 @@ def _reduce_minmax(fn):
 
 
 def _sum(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
     start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
+    it = iterate(tx, args[0])
     acc = start
-    for v in items:
+    # each item is added as it is pulled, as Python does
+    n = 0
+    while (v := it.next(tx)) is not None:
         acc = binary_op(tx, operator.add, acc, v)
+        n += 1
+        if n > config.max_generator_items:
+            raise Unsupported("sum() of an endless iterator", kind="generator")
     return acc
 
 
@@ -189,8 +217,16 @@ def _abs(tx, args, kwargs):
 
 def _any_all(fn):
     def handler(tx, args, kwargs):
-        results = [v.truth(tx) for v in _iter_items(tx, args[0])]
-        return const(fn(results))
+        it = iterate(tx, args[0])
+        n = 0
+        # stops at the first item that decides, pulling nothing after it
+        while (v := it.next(tx)) is not None:
+            if v.truth(tx) is (fn is any):
+                return const(fn is any)
+            n += 1
+            if n > config.max_generator_items:
+                raise Unsupported(f"{fn.__name__}() of an endless iterator", kind="generator")
+        return const(fn is all)
     return handler
 
 
@@ -516,16 +552,23 @@ class SignatureValue(ConstantValue):
 
 
 def _islice(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice with these arguments", kind="unsupported_builtin")
+    if not all_constant(args[1:]):
+        raise Unsupported("itertools.islice with non-constant bounds", kind="unsupported_builtin")
     bounds = [a.as_constant() for a in args[1:]]
-    return IteratorValue(items[slice(*bounds)] if len(bounds) > 1 else items[:bounds[0]])
+    try:
+        s = slice(*bounds) if len(bounds) > 1 else slice(bounds[0])
+        itertools.islice((), s.start, s.stop, s.step)  # CPython's argument checks
+    except (ValueError, TypeError) as e:
+        tx.raise_python_exception(e)
+    return IsliceValue(iterate(tx, args[0]), args, s.start or 0, s.stop, s.step or 1)
 
 
 def _chain(tx, args, kwargs):
-    out = []
-    for a in args:
-        out.extend(_iter_items(tx, a))
-    return IteratorValue(out)
+    if kwargs:
+        raise Unsupported("itertools.chain with keyword arguments", kind="unsupported_builtin")
+    return ChainValue(list(args))
 
 
 def _rearranging(fn):
@@ -538,11 +581,12 @@ def _rearranging(fn):
         if fn is itertools.product:
             lists = [_iter_items(tx, a) for a in args]
             positions = fn(*[range(len(items)) for items in lists], **options)
-            return IteratorValue([TupleValue([lists[j % len(lists)][i] for j, i in enumerate(p)])
-                                  for p in positions])
+            return SnapshotIteratorValue([TupleValue([lists[j % len(lists)][i] for j, i in enumerate(p)])
+                                          for p in positions], fn)
         items = _iter_items(tx, args[0])
         extra = [a.as_constant() for a in args[1:]]
-        return IteratorValue([TupleValue([items[i] for i in p]) for p in fn(range(len(items)), *extra, **options)])
+        return SnapshotIteratorValue([TupleValue([items[i] for i in p])
+                                      for p in fn(range(len(items)), *extra, **options)], fn)
     return handler
 
 
@@ -590,36 +634,30 @@ def _deepcopy(tx, args, kwargs):
 
 
 def _reduce(tx, args, kwargs):
-    """``functools.reduce(fn, iterable[, initial])``, folded value by value."""
+    """``functools.reduce(fn, iterable[, initial])``, folded item by item as they are pulled."""
     if kwargs or not 2 <= len(args) <= 3:
         tx.raise_python_exception(TypeError("reduce expected 2 or 3 positional arguments"))
-    fn, items = args[0], _iter_items(tx, args[1])
-    if len(args) == 3:
-        acc, rest = args[2], items
-    elif items:
-        acc, rest = items[0], items[1:]
-    else:
+    fn, it = args[0], iterate(tx, args[1])
+    acc = args[2] if len(args) == 3 else it.next(tx)
+    if acc is None:
         tx.raise_python_exception(TypeError("reduce() of empty iterable with no initial value"))
-    for item in rest:
+    n = 0
+    while (item := it.next(tx)) is not None:
         acc = fn.call(tx, [acc, item], {})
+        n += 1
+        if n > config.max_generator_items:
+            raise Unsupported("reduce() of an endless iterator", kind="generator")
     return acc
 
 
 def _accumulate(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
     func = args[1] if len(args) > 1 else kwargs.get("func")
     if func is not None and is_none(func):
         func = None
     initial = kwargs.get("initial")
-    out = [] if initial is None or is_none(initial) else [initial]
-    for item in items:
-        if not out:
-            out.append(item)
-        elif func is None:
-            out.append(binary_op(tx, operator.add, out[-1], item))
-        else:
-            out.append(func.call(tx, [out[-1], item], {}))
-    return IteratorValue(out)
+    if initial is not None and is_none(initial):
+        initial = None
+    return AccumulateValue(iterate(tx, args[0]), args, func, initial)
 
 
 def _dataclass_replace(tx, args, kwargs):

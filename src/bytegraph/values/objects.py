@@ -339,6 +339,9 @@ class ExceptionValue(Value):
             return TupleValue(list(self.args))
         if name == "__class__":
             return ClassValue(self.exc_type)
+        if name == "value" and issubclass(self.exc_type, StopIteration):
+            from .constants import NONE
+            return self.args[0] if self.args else NONE
         return super().get_attr(tx, name)
 
     def children(self):

@@ -252,7 +252,13 @@ def contains(tx, container: Value, item: Value) -> bool:
             return item.as_constant() in container.as_constant()
         except TypeError as e:
             tx.raise_python_exception(e)
-    for v in container.unpack(tx):
+    from .generators import LazyIteratorValue
+    if isinstance(container, LazyIteratorValue):
+        # an iterator is consumed up to the first match, no further
+        items = iter(lambda: container.next(tx), None)
+    else:
+        items = container.unpack(tx)
+    for v in items:
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
         if same_object(tx, v, item):
             return True
