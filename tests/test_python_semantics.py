@@ -513,3 +513,102 @@ def test_break_inside_a_loop_over_a_generator_keeps_it_lazy():
         assert torch.equal(out, torch.ones(2) * 4)
         logs.append(log)
     assert logs[0] == logs[1]
+
+
+def test_map_object_live_across_a_break_runs_its_function_only_when_pulled():
+    def f(x, log):
+        m = map(lambda i: log.append(i) or x * i, [1, 2, 3])
+        a = next(m)
+        log.append("break")
+        bytegraph.graph_break()
+        return a + sum(m)
+
+    logs = []
+    for compiled in (False, True):
+        log = []
+        fn = bytegraph.compile(f, backend="eager") if compiled else f
+        bytegraph.reset()
+        assert torch.equal(fn(torch.ones(2), log), torch.ones(2) * 6)
+        logs.append(log)
+        if compiled:
+            assert bytegraph.stats().eager_fallbacks == 0
+    assert logs[0] == logs[1] == [1, "break", 2, 3]
+
+
+class _OldStyleSeq:
+    """Iterable only through __getitem__ (no __iter__)."""
+
+    def __init__(self, n, log):
+        self.n, self.log = n, log
+
+    def __getitem__(self, i):
+        self.log.append(i)
+        if i >= self.n:
+            raise IndexError(i)
+        return i * 2
+
+
+class _NotIterable:
+    pass
+
+
+def test_iterating_through_getitem_is_lazy_and_non_iterables_raise():
+    def f():
+        log = []
+        it = iter(_OldStyleSeq(3, log))
+        a = next(it)
+        out = [a, list(it), list(filter(None, _OldStyleSeq(3, log))), 2 in _OldStyleSeq(9, log)]
+        try:
+            iter(_NotIterable())
+        except TypeError as e:
+            out.append(str(e))
+        return out, log
+
+    assert_same_clean(f)
+
+
+class _SelfIterator:
+    """An iterator object that is its own __iter__."""
+
+    def __init__(self, n, log):
+        self.i, self.n, self.log = 0, n, log
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.log.append(self.i)
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class _ReturnsList:
+    def __iter__(self):
+        return [1]
+
+
+def test_pre_existing_iterator_objects_are_stepped_one_next_at_a_time(fresh=None):
+    def f(it, seq, bad):
+        log = it.log
+        out = [any(x > 1 for x in it), list(it), list(filter(None, seq)), 4 in seq]
+        try:
+            iter(bad)
+        except TypeError as e:
+            out.append(str(e))
+        return out, list(log)
+
+    def args():
+        log = []
+        return _SelfIterator(4, log), _OldStyleSeq(3, log), _ReturnsList()
+
+    eager = f(*args())
+    eager_c, compiled, fallbacks, _ = run_both(f, *args())
+    assert eager_c == ("ok", eager)
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        assert bytegraph.compile(f, backend="eager")(*args()) == eager
+    finally:
+        config.force_transform = False

@@ -615,6 +615,53 @@ class AccumulateValue(_Untouched):
                           hint="the frame runs eagerly")
 
 
+class SequenceIteratorValue(LazyIteratorValue):
+    """``iter(obj)`` for an object with ``__getitem__`` and no ``__iter__``:
+    items ``obj[0]``, ``obj[1]``, ... until ``IndexError`` or ``StopIteration``
+    (then it stays exhausted).  Rebuilt as ``iter(obj)`` before its first item."""
+
+    __slots__ = ("obj", "index")
+
+    def __init__(self, obj: Value):
+        super().__init__()
+        self.obj, self.index = obj, 0
+
+    def python_type(self):
+        return _SEQ_ITERATOR
+
+    def next(self, tx):
+        if self.obj is None:
+            return None
+        try:
+            v = self.obj.getitem(tx, const(self.index))
+        except UserException as e:
+            if issubclass(e.value.python_type(), (IndexError, StopIteration)):
+                self.obj = None
+                return None
+            raise
+        self.index += 1
+        return v
+
+    def children(self):
+        return [self.obj] if self.obj is not None else []
+
+    def reconstruct(self, cg):
+        if self.index != 0 or self.obj is None:
+            raise Unsupported("a sequence iterator advanced in the trace outlives it", kind="generator_object",
+                              hint="the frame runs eagerly")
+        cg.push_callable(iter)
+        cg.call_with([self.obj], {})
+
+
+class _OldSequence:
+    def __getitem__(self, i):
+        raise IndexError
+
+
+#: the type of ``iter()`` of an object iterated through ``__getitem__``
+_SEQ_ITERATOR = type(iter(_OldSequence()))
+
+
 class SnapshotIteratorValue(IteratorValue):
     """An iterator whose items were all computed when it was made, as Python
     does (``itertools.product``/``combinations``/``permutations`` read their

@@ -252,12 +252,20 @@ def contains(tx, container: Value, item: Value) -> bool:
             return item.as_constant() in container.as_constant()
         except TypeError as e:
             tx.raise_python_exception(e)
-    from .generators import LazyIteratorValue
-    if isinstance(container, LazyIteratorValue):
-        # an iterator is consumed up to the first match, no further
-        items = iter(lambda: container.next(tx), None)
+    from .generators import iterate
+    from .modules import NewObjectValue
+    if isinstance(container, NewObjectValue):
+        method = container._dunder(tx, "__contains__")
+        if method is not None:
+            return method.call(tx, [item], {}).truth(tx)
+        if getattr(container.cls, "__contains__", None) is not None:
+            raise Unsupported(f"`in` on a {container.type_name()} object", kind="unsupported_operator")
+    if isinstance(container, BaseListValue):
+        items = container.items
     else:
-        items = container.unpack(tx)
+        # iterated up to the first match, no further (an iterator keeps the rest)
+        it = iterate(tx, container)
+        items = iter(lambda: it.next(tx), None)
     for v in items:
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
         if same_object(tx, v, item):
