@@ -612,3 +612,21 @@ def test_pre_existing_iterator_objects_are_stepped_one_next_at_a_time(fresh=None
         assert bytegraph.compile(f, backend="eager")(*args()) == eager
     finally:
         config.force_transform = False
+
+
+def test_iteration_builtins_check_their_arguments_like_cpython():
+    def f():
+        out = []
+        for call in (lambda: enumerate(), lambda: enumerate("ab", "a"), lambda: enumerate("ab", 2, 3),
+                     lambda: enumerate(iterable=[], x=3), lambda: reversed(), lambda: reversed([], 1),
+                     lambda: filter(None), lambda: map(abs), lambda: next(), lambda: range(3)[5],
+                     lambda: iter()):
+            try:
+                call()
+                out.append("no error")
+            except (TypeError, IndexError) as e:
+                out.append(type(e).__name__)
+        out.append(list(enumerate(start=2, iterable="ab")))
+        return out
+
+    assert assert_same_clean(f)[1][-1] == [(2, "a"), (3, "b")]

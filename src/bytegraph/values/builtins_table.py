@@ -100,19 +100,45 @@ def _range(tx, args, kwargs):
     return RangeValue(range(*[a.as_constant() for a in args]))
 
 
+def _check_args(tx, name: str, args, kwargs, n_min: int, n_max: int, keywords=()) -> None:
+    """CPython's TypeError for a bad call of builtin ``name`` (argument counts, keywords)."""
+    if len(args) > n_max:
+        tx.raise_python_exception(TypeError(f"{name}() takes at most {n_max} arguments ({len(args)} given)"))
+    for k in kwargs:
+        if k not in keywords:
+            tx.raise_python_exception(TypeError(f"{name}() got an unexpected keyword argument '{k}'"))
+    if len(args) + len(kwargs) < n_min:
+        tx.raise_python_exception(TypeError(f"{name}() takes at least {n_min} arguments ({len(args)} given)"))
+
+
 def _enumerate(tx, args, kwargs):
-    start = kwargs["start"] if "start" in kwargs else (args[1] if len(args) > 1 else const(0))
-    if not start.is_constant() or type(start.as_constant()) is not int:
-        raise Unsupported("enumerate() with a start that is not an int constant", kind="unsupported_builtin")
-    return EnumerateValue(iterate(tx, args[0]), start.as_constant())
+    _check_args(tx, "enumerate", args, kwargs, 1, 2, ("iterable", "start"))
+    bound = dict(zip(("iterable", "start"), args))
+    for k, v in kwargs.items():
+        if k in bound:
+            tx.raise_python_exception(TypeError(f"argument for enumerate() given by name ('{k}') and position"))
+        bound[k] = v
+    if "iterable" not in bound:
+        tx.raise_python_exception(TypeError("enumerate() missing required argument 'iterable'"))
+    it = iterate(tx, bound["iterable"])
+    start = bound.get("start", const(0))
+    if not start.is_constant():
+        raise Unsupported("enumerate() with a start that is not a constant", kind="unsupported_builtin")
+    if not isinstance(start.as_constant(), int):
+        tx.raise_python_exception(TypeError(f"'{type(start.as_constant()).__name__}' object cannot be interpreted "
+                                            "as an integer"))
+    return EnumerateValue(it, int(start.as_constant()))
 
 
 def _zip(tx, args, kwargs):
+    _check_args(tx, "zip", args, kwargs, 0, len(args), ("strict",))
     strict = kwargs.get("strict")
     return ZipValue([iterate(tx, a) for a in args], bool(strict is not None and strict.truth(tx)))
 
 
 def _map(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("map() takes no keyword arguments"))
     if len(args) < 2:
         tx.raise_python_exception(TypeError("map() must have at least two arguments."))
     fn, *its = args
@@ -120,11 +146,19 @@ def _map(tx, args, kwargs):
 
 
 def _filter(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("filter() takes no keyword arguments"))
+    if len(args) != 2:
+        tx.raise_python_exception(TypeError(f"filter expected 2 arguments, got {len(args)}"))
     fn, it = args
     return FilterValue(fn, iterate(tx, it))
 
 
 def _reversed(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("reversed() takes no keyword arguments"))
+    if len(args) != 1:
+        tx.raise_python_exception(TypeError(f"reversed expected 1 argument, got {len(args)}"))
     v = args[0]
     t = v.python_type()
     if isinstance(v, IteratorValue) or not (hasattr(t, "__reversed__") or
@@ -134,7 +168,12 @@ def _reversed(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    if isinstance(args[0], IteratorValue):
+    if kwargs:
+        tx.raise_python_exception(TypeError("iter() takes no keyword arguments"))
+    if not 1 <= len(args) <= 2:
+        tx.raise_python_exception(TypeError(f"iter expected at most 2 arguments, got {len(args)}"
+                                            if args else "iter expected at least 1 argument, got 0"))
+    if len(args) == 1 and isinstance(args[0], IteratorValue):
         return args[0]
     if len(args) == 1 and not kwargs:
         return args[0].get_iter(tx)
@@ -142,6 +181,8 @@ def _iter(tx, args, kwargs):
 
 
 def _next(tx, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 2:
+        tx.raise_python_exception(TypeError("next expected 1 or 2 positional arguments"))
     it = args[0]
     if not isinstance(it, IteratorValue):
         raise Unsupported(f"next() on {it.type_name()}", kind="unsupported_builtin")

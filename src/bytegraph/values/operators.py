@@ -288,7 +288,10 @@ def getitem(tx, obj: Value, index: Value) -> Value:
             raise Unsupported("indexing a list with a tensor", kind="data_dependent")
         return obj.getitem(tx, index)
     if isinstance(obj, RangeValue):
-        out = obj.value[index.as_constant()]
+        try:
+            out = obj.value[index.as_constant()]
+        except (IndexError, TypeError) as e:
+            tx.raise_python_exception(e)
         return RangeValue(out) if isinstance(out, range) else const(out)
     if obj.is_constant() and index.is_constant():
         return _fold(tx, operator.getitem, obj, index)
