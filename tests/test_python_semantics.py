@@ -630,3 +630,19 @@ def test_iteration_builtins_check_their_arguments_like_cpython():
         return out
 
     assert assert_same_clean(f)[1][-1] == [(2, "a"), (3, "b")]
+
+
+def test_iterators_over_str_tuple_range_come_back_as_their_own_kind():
+    def f(t):
+        a = iter("xyz")
+        next(a)
+        b = iter((1, 2))
+        list(b)
+        c = iter(range(5))
+        next(c)
+        return a, b, c, iter(t), iter(b"ab")
+
+    eager, compiled, fallbacks, _ = run_both(f, (3, 4))
+    assert fallbacks == 0
+    state = [[(type(i), i.__reduce__()) for i in o[1]] for o in (eager, compiled)]
+    assert state[0] == state[1]

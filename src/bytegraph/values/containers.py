@@ -91,6 +91,10 @@ class TupleValue(BaseListValue):
     def python_type(self):
         return tuple
 
+    def get_iter(self, tx):
+        from .iterators import sequence_iterator
+        return sequence_iterator(self, list(self.items), ())
+
     def reconstruct(self, cg):
         for item in self.items:
             cg.reconstruct(item)
@@ -636,6 +640,10 @@ class RangeValue(Value):
 
     def unpack(self, tx):
         return [const(i) for i in self.value]
+
+    def get_iter(self, tx):
+        from .iterators import sequence_iterator
+        return sequence_iterator(self, self.unpack(tx), self.value)
 
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):
