@@ -646,3 +646,21 @@ def test_iterators_over_str_tuple_range_come_back_as_their_own_kind():
     assert fallbacks == 0
     state = [[(type(i), i.__reduce__()) for i in o[1]] for o in (eager, compiled)]
     assert state[0] == state[1]
+
+
+def test_reversed_list_follows_the_list_and_comes_back_as_a_list_reverseiterator():
+    def f():
+        lst = [1, 2, 3, 4]
+        r = reversed(lst)
+        a = next(r)
+        lst.pop()
+        lst.pop()
+        b = next(r)
+        done = reversed([5])
+        list(done)
+        return a, b, r, done, lst
+
+    eager, compiled, fallbacks, _ = run_both(f)
+    assert fallbacks == 0
+    state = [(o[1][:2], [(type(i), i.__reduce__()) for i in o[1][2:4]], list(o[1][2])) for o in (eager, compiled)]
+    assert state[0] == state[1]

@@ -164,6 +164,9 @@ def _reversed(tx, args, kwargs):
     if isinstance(v, IteratorValue) or not (hasattr(t, "__reversed__") or
                                             (hasattr(t, "__len__") and hasattr(t, "__getitem__"))):
         tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
+    if type(v) is ListValue:
+        from .iterators import ListReverseIteratorValue
+        return ListReverseIteratorValue(v)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 

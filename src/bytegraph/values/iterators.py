@@ -107,6 +107,63 @@ def sequence_iterator(seq, items, real) -> IteratorValue:
                                    else range(0))
 
 
+class ListReverseIteratorValue(IteratorValue):
+    """``reversed(lst)`` for a list value: like CPython's, it reads the list
+    at each step (from the last index down; a list shorter than the index
+    ends it).  Reconstructs as a real one at the same index."""
+
+    __slots__ = ("lst", "index")
+
+    def __init__(self, lst: "ListValue"):
+        super().__init__([])
+        self.lst = lst
+        self.index = len(lst.items) - 1
+
+    def python_type(self):
+        return type(reversed([]))
+
+    def next(self, tx):
+        if 0 <= self.index < len(self.lst.items):
+            v = self.lst.items[self.index]
+            self.index -= 1
+            return v
+        self.index = -1  # exhausted for good (CPython drops the list)
+        return None
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+    def children(self):
+        return (self.lst,) if self.index >= 0 else ()
+
+    def reconstruct(self, cg):
+        if self.index < 0:
+            cg.push_callable(exhausted_reverse_iterator)
+            cg.call(0)
+            return
+        cg.push_callable(list_reverse_iterator_at)
+        cg.reconstruct(self.lst)
+        cg.load_object(self.index)
+        cg.call(2)
+
+
+def list_reverse_iterator_at(lst: list, index: int):
+    """A real ``reversed(lst)`` whose next item is ``lst[index]``."""
+    it = reversed(lst)
+    it.__setstate__(index)
+    return it
+
+
+def exhausted_reverse_iterator():
+    """A real list reverse iterator that has already said it is exhausted."""
+    it = reversed([])
+    next(it, None)
+    return it
+
+
 class SizedIteratorValue(IteratorValue):
     """An iterator over a dict's keys or a set's elements: like Python's, it
     raises ``RuntimeError`` when the container changed size under it."""
