@@ -654,8 +654,8 @@ def test_reversed_list_follows_the_list_and_comes_back_as_a_list_reverseiterator
         r = reversed(lst)
         a = next(r)
         lst.pop()
-        lst.pop()
         b = next(r)
+        lst.append(9)
         done = reversed([5])
         list(done)
         return a, b, r, done, lst
