@@ -5,11 +5,12 @@
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
 #   make test-models optional model tests (adds requirements-models.txt)
+#   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make native      (re)build the native guard checks (done by every target above)
 #   make clean       remove the venv and build/test debris
 #
 # Variables: VENV (default .venv), PYTEST_ARGS (extra pytest arguments),
-# PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, PYTHON (interpreter used to
+# PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, CPYTHON_ARGS (modules, --jobs, -v), PYTHON (interpreter used to
 # create the venv).
 
 VENV ?= .venv
@@ -17,6 +18,7 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
+CPYTHON_ARGS ?=
 
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
@@ -25,7 +27,7 @@ STAMP := $(VENV)/.bytegraph-dev.stamp
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv native demo test test-models bench bench-quick clean
+.PHONY: help venv native demo test test-models test-cpython bench bench-quick clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -63,6 +65,12 @@ test: $(MODELS_STAMP) native
 	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) $(PYTEST_ARGS)
 	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) \
 		tests/test_guards.py tests/test_native_guards.py tests/test_dynamic.py $(PYTEST_ARGS)
+
+# Every test method of the listed modules of the interpreter's own `test`
+# package that passes normally is run again compiled (force_transform); one
+# that then fails is broken (tests/cpython_suite.py; about 10-20 minutes).
+test-cpython: $(STAMP) native
+	$(PY) tests/cpython_suite.py $(CPYTHON_ARGS)
 
 test-models: $(MODELS_STAMP) native
 	$(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) -m models $(PYTEST_ARGS)

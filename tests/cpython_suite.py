@@ -36,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import types
@@ -172,13 +173,24 @@ def run_module(modname: str, *, package: str = "test", test_seconds: int = TEST_
     return out
 
 
-def _run_in_child(modname: str, package: str, module_seconds: int) -> subprocess.Popen:
+def _run_in_child(modname: str, package: str):
+    """Start one module's child process; its output goes to temporary files
+    (a pipe nobody reads while it runs would block a chatty child)."""
     env = dict(os.environ)
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.Popen(
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "--child", modname, "--package", package],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, env=env)
+    return proc, out, err
+
+
+def _read(f) -> str:
+    f.seek(0)
+    text = f.read()
+    f.close()
+    return text
 
 
 def run_all(modules: List[str], *, jobs: int = 2, package: str = "test",
@@ -190,20 +202,21 @@ def run_all(modules: List[str], *, jobs: int = 2, package: str = "test",
     while pending or running:
         while pending and len(running) < jobs:
             name = pending.pop(0)
-            running[name] = (_run_in_child(name, package, module_seconds), time.perf_counter())
+            running[name] = (*_run_in_child(name, package), time.perf_counter())
         time.sleep(0.05)
-        for name, (proc, t0) in list(running.items()):
+        for name, (proc, out, err, t0) in list(running.items()):
             elapsed = time.perf_counter() - t0
             if proc.poll() is None and elapsed <= module_seconds:
                 continue
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+                proc.wait()
+                _read(out), _read(err)
                 res = {"module": name, "eager": 0, "compiled": 0, "clean": 0, "broken": [],
                        "fallbacks": [], "errors": {}, "seconds": round(elapsed, 1),
                        "failed": f"did not finish in {module_seconds} s"}
             else:
-                stdout, stderr = proc.communicate()
+                stdout, stderr = _read(out), _read(err)
                 try:
                     res = json.loads(stdout.strip().splitlines()[-1])
                 except (ValueError, IndexError):

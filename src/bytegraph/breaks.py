@@ -20,12 +20,13 @@ consistent state), and the emitters below write the transformed code.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
 from .errors import BreakRecord, Unsupported
-from .resume import (SUPER_SELF_ARG, Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
+from .resume import (STATE_ARG, SUPER_SELF_ARG, Loop, base_position, cell_names, loop_body_code, origin_of, outermost_loop, plain_locals,
                      resume_code)
 from .values.base import NullValue, Value
 from .values.cells import CellValue
@@ -125,6 +126,15 @@ def _live_at(frame, index: int):
     return live_locals(decode(frame.code))[index]
 
 
+def _keeps_alive(v) -> bool:
+    """A dead local still holds its object until the frame rebinds it or
+    returns (a weakref or ``__del__`` sees when it goes): the continuation
+    takes it too.  Graph tensors are the exception: outputting every dead
+    intermediate would cost memory, and only weakrefs to them could tell."""
+    from .values.tensors import TensorValue
+    return v is not None and not isinstance(v, (TensorValue, CellValue)) and not v.is_constant()
+
+
 class FrameState:
     """What one frame hands to its continuation: stack slots, locals, cells."""
 
@@ -136,7 +146,8 @@ class FrameState:
         cells = set(cell_names(frame.code))
         if local_names is None:
             live = _live_at(frame, index)
-            local_names = [n for n in plain_locals(frame.code) if n in live and n not in cells]
+            local_names = [n for n in plain_locals(frame.code) if n not in cells and (
+                n in live or n in frame.unrealized or _keeps_alive(frame.locals.get(n)))]
         self.locals = _bound_plain_locals(frame, local_names)
         self.state_dict = state_dict
         self.cells = [frame.locals[n] for n in cell_names(frame.code)]
@@ -178,7 +189,8 @@ class BreakEmitter:
         if ins.exn is not None:
             names |= _live_at(root, root.index_of[id(ins.exn.target)])
         cells = set(cell_names(root.code))
-        local_names = [n for n in plain_locals(root.code) if n in names and n not in cells]
+        local_names = [n for n in plain_locals(root.code) if n not in cells and (
+            n in names or n in root.unrealized or _keeps_alive(root.locals.get(n)))]
         return [FrameState(root, root.ip, list(root.stack), local_names)]
 
     def _successors(self) -> List[int]:
@@ -222,15 +234,37 @@ class BreakEmitter:
         if thunk:
             cg.push_callable(_ignoring_arguments)
             cg.load_object(self.runner_for(code))
-        else:
-            cg.push_callable(self.runner_for(code))
-        self.make_function(frame, code)
+            self.make_function(frame, code)
+            extra = 0
+            if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
+                cg.reconstruct(_first_local(frame))
+                extra = 1
+            argc = args_emit()
+            cg.call(1 + extra + argc + 1)
+            return
+        # select(fn, *args)(*args): the arguments go to the callee's frame
+        # straight from this frame's stack, so nothing else holds them
+        # during the call (see FrameRunner.select)
         extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
             extra = 1
-        argc = args_emit()
-        cg.call(1 + extra + argc + (1 if thunk else 0))
+        argc = extra + args_emit()
+        temps = [cg.new_temp() for _ in range(argc)]
+        for t in reversed(temps):
+            cg.emit("STORE_FAST", t)
+        cg.emit("PUSH_NULL")
+        cg.push_callable(self.runner_for(code).select)
+        self.make_function(frame, code)
+        for t in temps:
+            cg.emit("LOAD_FAST", t)
+        cg.call(1 + argc)
+        for t in temps:
+            cg.emit("LOAD_FAST", t)
+        for t in temps:
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", t)
+        cg.call(argc)
 
     def save_native_stack(self, null_mask) -> List[str]:
         """Pop the native stack into temporaries; NULL slots get a dummy."""
@@ -241,7 +275,12 @@ class BreakEmitter:
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False) -> None:
+                    thunk: bool = False, tail: bool = False) -> None:
+        """Call the resume function of ``frame`` at ``index``.  With ``tail``
+        (the call's result is returned at once), bytegraph's own temporaries
+        and generated parameters are cleared once the arguments are loaded:
+        in eager they were stack values the native instruction consumed, and
+        holding them for the rest of the call would keep objects alive."""
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
         code = resume_code(frame.code, index, tuple(null_mask), local_names)
@@ -254,11 +293,49 @@ class BreakEmitter:
                     n += 1
             if state_temp is not None:
                 cg.emit("LOAD_FAST", state_temp)
-                return n + 1
-            for name, v in locals_:
-                cg.reconstruct(v)
-            return n + len(locals_)
+                n += 1
+            else:
+                for name, v in locals_:
+                    cg.reconstruct(v)
+                n += len(locals_)
+            if tail:
+                self._clear_own_names()
+            return n
         self.call_generated(frame, code, args, thunk)
+
+    def _clear_own_names(self) -> None:
+        """Drop this frame's references before its tail call: the arguments
+        moved the live values (and the still-bound dead ones, see
+        :func:`_keeps_alive`) into the continuation, which from now on is the
+        only holder, as the one eager frame was.  Cells are shared, not held."""
+        cg = self.cg
+        code = cg.root_code
+        names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
+        names += [n for n in code.co_varnames if n not in code.co_cellvars]
+        for name in dict.fromkeys(names):
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", name)
+
+    def release_rebound_arguments(self) -> None:
+        """Clear each argument of the root frame that the trace rebound or
+        deleted.  The transformed code never writes user locals, so such an
+        argument would otherwise keep its old object alive while the
+        continuation runs (``x = None`` before a break frees ``x`` in eager).
+        Runs after side effects are replayed and every carried value is staged
+        in a temporary, so nothing reads the argument afterwards."""
+        from .sources import LocalSource
+        root, cg = self.root, self.cg
+        code = root.code
+        n_args = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) \
+            + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+        for name in code.co_varnames[:n_args]:
+            if name in code.co_cellvars or name in root.unrealized or name == STATE_ARG:
+                continue  # (the state dict is read by the native instruction, see _native_copy)
+            v = root.locals.get(name)
+            if v is not None and v.source == LocalSource(name):
+                continue
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", name)
 
     # -- modes -------------------------------------------------------------------
     def emit(self, states: List[FrameState]) -> None:
@@ -291,7 +368,7 @@ class BreakEmitter:
                 native[-1].target = label
             cg.instrs.append(label)
             temps = self.save_native_stack(mask)
-            self.call_resume(root, s, mask, temps, st.locals)
+            self.call_resume(root, s, mask, temps, st.locals, tail=True)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
@@ -299,7 +376,7 @@ class BreakEmitter:
             mask = tuple(st.null_mask[:e.depth]) + ((False,) if e.lasti else ()) + (False,)
             temps = self.save_native_stack(mask)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals)
+            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:
@@ -323,6 +400,13 @@ class BreakEmitter:
 
     def _native_copy(self, ins, exn) -> list:
         pos = ins.positions
+        if ins.opname == "LOAD_FAST" and ins.argval in self.root.unrealized \
+                and self.root.state_source is not None and ins.argval in self.root.state_names:
+            # a local of a generated frame still in its state dict (it broke
+            # while being wrapped): the transformed code never unpacked it
+            return [instr("LOAD_FAST", STATE_ARG, positions=pos, exn=exn),
+                    instr("LOAD_CONST", ins.argval, positions=pos, exn=exn),
+                    instr("BINARY_SUBSCR", positions=pos, exn=exn)]
         if ins.opname == "CALL":
             # PRECALL already ran symbolically; natively the pair (and any
             # pending KW_NAMES) must run together.
@@ -447,7 +531,7 @@ class BreakEmitter:
         self.discard_native(tuple(null_mask[depth_there:depth_now]))
         mask = tuple(null_mask[:depth_there])
         temps = self.save_native_stack(mask)
-        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp)
+        self.call_resume(self.root, target, mask, temps, [], state_temp=state_temp, tail=True)
         cg.emit("RETURN_VALUE")
 
     def _emit_chain(self, states) -> None:

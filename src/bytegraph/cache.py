@@ -130,6 +130,12 @@ class FrameCache:
             self._backend_failures += 1
             rec = BreakRecord("backend_error", str(e), _fn_location(fn), "the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=self._backend_failures >= _STICKY_BACKEND_FAILURES)
+        except RecursionError:
+            # a structure nested deeper than bytegraph's own recursion (tracing,
+            # rebuilding it) can follow: the frame runs natively, as eager does
+            rec = BreakRecord("recursion_limit", "RecursionError while compiling (deeply nested data or calls)",
+                              _fn_location(fn), "the frame runs eagerly")
+            return self._fall_back(fn, rec, sticky=False)
         except Exception as e:
             if config.raise_on_error or self._fullgraph:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {type(e).__name__}: {e}") from e
@@ -228,6 +234,33 @@ class FrameRunner(FrameCache):
                 STATS.cache_hits += 1
                 return entry.call_with_closure(fn, args)
         return self._miss(fn, args, {})
+
+    def select(self, fn, /, *args):
+        """The function to call with ``args`` for generated function ``fn``
+        (compiling an entry on a miss), without calling it.
+
+        Transformed code calls ``select(fn, *args)(*args)`` rather than
+        ``runner(fn, *args)``: a Python-level wrapper would hold the argument
+        tuple for the whole call, keeping alive objects the callee frees
+        (``del x`` or an exhausted iterator in eager frees them at once).
+        """
+        cells = fn.__closure__
+        for entry in self._entries:
+            try:
+                hit = entry.guard.check(cells, *args)
+            except TypeError:
+                break
+            if hit:
+                STATS.cache_hits += 1
+                return entry.function_for(fn)
+        STATS.cache_misses += 1
+        if self._eager_reason is not None:
+            return fn
+        with _COMPILE_LOCK:
+            entry = self._lookup(fn, args, {})
+            if entry is None:
+                entry = self._compile(fn, args, {})
+        return fn if isinstance(entry, _Eager) else entry.function_for(fn)
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.call_with_closure(fn, args)

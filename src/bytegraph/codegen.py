@@ -159,6 +159,23 @@ class Codegen:
         self._n_temps += 1
         return name
 
+    def temp_mark(self) -> int:
+        """A mark for :meth:`release_temps_since`."""
+        return self._n_temps
+
+    def release_temps_since(self, mark: int) -> None:
+        """Clear the temporaries made since ``mark`` and forget what they held:
+        a temporary left bound would keep its object alive while the rest of
+        the frame (a native call, the continuation) runs."""
+        names = {f"___bg_tmp{i}" for i in range(mark, self._n_temps)}
+        if not names:
+            return
+        for name in sorted(names):
+            self.emit("LOAD_CONST", None)
+            self.emit("STORE_FAST", name)
+        self._temps = {k: t for k, t in self._temps.items() if t not in names}
+        self._tensor_temps = {k: t for k, t in self._tensor_temps.items() if t not in names}
+
     def store_tensor_output(self, value: TensorValue, temp: str) -> None:
         self._tensor_temps[value.node] = temp
 

@@ -59,9 +59,13 @@ class CacheEntry:
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
+        return self.function_for(fn)(*args)
+
+    def function_for(self, fn):
+        """This entry's code as a function with ``fn``'s globals and closure."""
         if self.code is None:
-            return fn(*args)
-        return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)(*args)
+            return fn
+        return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)
 
 
 def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,
@@ -166,8 +170,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         cg.continuation = True
         emitter.stage(states)
         cg.continuation = False
+        mark = cg.temp_mark()
         se.emit_replay(cg)
+        cg.release_temps_since(mark)
         cg.continuation = True
+        emitter.release_rebound_arguments()
         emitter.emit(states)
     else:
         cg.reconstruct(result)

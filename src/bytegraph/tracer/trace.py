@@ -128,6 +128,12 @@ class Trace:
             except TraceStopped as stop:
                 self.stopped_frame = stop.frame
                 return None
+            except RecursionError:
+                # deep user recursion or a deeply nested structure: the tracer's
+                # own stack is deeper than eager's, so the frame runs natively
+                # (where the program gets its own RecursionError, if any)
+                raise Unsupported("the trace nested too deeply (RecursionError while tracing)",
+                                  kind="recursion_limit", hint="the frame runs eagerly") from None
             finally:
                 # A graph ends outside every autocast block it entered (the
                 # code after a break re-enters them natively).

@@ -14,6 +14,7 @@ import functools
 import os
 import inspect
 import types
+import weakref
 
 import torch
 
@@ -37,10 +38,20 @@ _FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.Wra
                    functools.partial)
 
 
+_WEAKREF_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+
 def wrap(tx, obj, source: Source | None) -> Value:
     """Symbolic value for a pre-existing ``obj`` read from ``source``."""
     guards = tx.guards
     t = type(obj)
+    if t in _WEAKREF_PROXIES:
+        # every attribute read (even isinstance's __class__) goes through to
+        # the referent and raises ReferenceError once it is gone: hold it only
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+        return OpaqueValue(obj, source, "using a weakref.proxy", kind="unsupported_object",
+                           hint="it runs natively between graphs")
     if t is int and source is not None and tx.trace.policy.int_is_dynamic(source.name()):
         from .symbolic import SymIntValue
         guards.add(Guard("TYPE_MATCH", source, int))
@@ -71,9 +82,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
         _type_len(guards, source, obj)
         return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
-        if not all(type(k) in LITERAL_TYPES or _identity_key(k) for k in obj):
-            raise Unsupported("dict with keys that are neither constants nor classes, functions or enums",
-                              kind="unsupported_dict")
+        if not all(_literal(k) or _identity_key(k) for k in obj):
+            return _opaque_container(tx, obj, source, "a dict with keys that are neither constants nor "
+                                     "classes, functions or enums", "unsupported_dict")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
@@ -83,22 +94,22 @@ def wrap(tx, obj, source: Source | None) -> Value:
             value.default_factory = wrap(tx, obj.default_factory, factory_source)
         se.track_existing(obj, value)
         for k, v in obj.items():
-            if type(k) in LITERAL_TYPES:
+            if _literal(k):
                 value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
             else:
-                # the DICT_KEYS guard pins the key objects themselves, so the key
-                # needs no source of its own: it is loaded as a constant
-                key = wrap(tx, k, ObjectSource(k, f"<key {getattr(k, '__qualname__', k)!s}>"))
+                key = _identity_key_value(tx, k)
                 value.entries[key_of(key)] = (key, wrap(tx, v, _item(source, k)))
         return value
     if t in (set, frozenset):
-        if not all(type(k) in LITERAL_TYPES for k in obj):
-            raise Unsupported("set of non-constant elements", kind="unsupported_set")
+        if not all(_literal(k) or _identity_key(k) for k in obj):
+            return _opaque_container(tx, obj, source, "a set of elements that are neither constants nor "
+                                     "classes, functions or enums", "unsupported_set")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
             guards.add(Guard("CONSTANT_MATCH", source, frozenset(obj)) if t is frozenset else
                        Guard("SET_MATCH", source, frozenset(obj)))
-        value = SetValue([ConstantValue(k) for k in obj], source, frozen=(t is frozenset))
+        value = SetValue([ConstantValue(k) if _literal(k) else _identity_key_value(tx, k) for k in obj],
+                         source, frozen=(t is frozenset))
         if t is set:
             se.track_existing(obj, value)
         return value
@@ -159,6 +170,35 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
+    """A pre-existing dict or set the tracer cannot model: held as it is
+    (guarded by type only, since nothing is read from it), and a graph break
+    wherever it is used."""
+    if source is not None:
+        tx.guards.add(Guard("TYPE_MATCH", source, type(obj)))
+    value = OpaqueValue(obj, source, f"using {why}", kind=kind, hint="it runs natively between graphs")
+    tx.side_effects.track_existing(obj, value)
+    return value
+
+
+def _identity_key_value(tx, k) -> Value:
+    """The value of dict key or set element ``k`` (see :func:`_identity_key`).
+    The container's guard pins the key objects themselves, so a key needs no
+    source of its own: it is loaded as a constant."""
+    return wrap(tx, k, ObjectSource(k, f"<key {getattr(k, '__qualname__', k)!s}>"))
+
+
+def _literal(k) -> bool:
+    """A constant whose equality and hash are its value's: literals, and
+    tuples and frozensets of them (what CONSTANT_MATCH/SET_MATCH compare)."""
+    t = type(k)
+    if t in LITERAL_TYPES:
+        return True
+    if t is tuple or t is frozenset:
+        return all(_literal(item) for item in k)
+    return False
 
 
 def _identity_key(k) -> bool:

@@ -96,8 +96,8 @@ def _reversed(tx, args, kwargs):
                                             (hasattr(t, "__len__") and hasattr(t, "__getitem__"))):
         tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
     if type(v) is ListValue:
-        from .iterators import ListReverseIteratorValue
-        return ListReverseIteratorValue(v)
+        from .iterators import ListReversedIteratorValue
+        return ListReversedIteratorValue(v)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 

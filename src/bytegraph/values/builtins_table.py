@@ -188,6 +188,8 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    if len(args) == 1 and type(args[0]) is TupleValue:
+        return args[0]  # tuple(t) is t for an exact tuple, as in CPython
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
@@ -200,6 +202,8 @@ def _set(tx, args, kwargs):
 
 
 def _frozenset(tx, args, kwargs):
+    if len(args) == 1 and type(args[0]) is SetValue and args[0].frozen:
+        return args[0]  # frozenset(f) is f for an exact frozenset, as in CPython
     return SetValue(_iter_items(tx, args[0]) if args else [], frozen=True)
 
 

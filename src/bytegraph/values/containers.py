@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import Dict, List, Optional
 
@@ -24,18 +25,56 @@ def key_of(v: Value):
     object they stand for.
     """
     if v.is_constant():
-        return ("c", v.as_constant())
+        c = v.as_constant()
+        try:
+            hash(c)
+        except TypeError as e:
+            _raise_user(e)
+        return ("c", c)
     from .symbolic import SymIntValue
     if isinstance(v, SymIntValue):
         return ("c", v.as_constant())  # a symbolic size used as a key: specialize (guarded)
     from .tensors import TensorValue
     if isinstance(v, TensorValue):
         return ("id", id(v.fake))
-    for attr in ("fn", "obj", "cls", "module"):
-        real = getattr(v, attr, None)
-        if real is not None:
-            return ("id", id(real))
-    return ("id", id(v))
+    if isinstance(v, TupleValue) and v.python_type().__eq__ is tuple.__eq__ \
+            and v.python_type().__hash__ is tuple.__hash__:
+        # equal tuples (named tuples too) are one key: compare item by item
+        keys = tuple(key_of(item) for item in v.items)
+        if all(k[0] == "c" for k in keys):
+            return ("c", tuple(k[1] for k in keys))  # the key of the equal tuple constant
+        return ("t", keys)
+    if isinstance(v, (ListValue, DictValue, DictViewValue)) or isinstance(v, SetValue) and not v.frozen:
+        _raise_user(TypeError(f"unhashable type: '{v.python_type().__name__}'"))
+    real = v.real_object()
+    if real is not None:
+        if _hashed_by_identity(type(real[0])):
+            return ("id", id(real[0]))
+        t = type(real[0])
+    else:
+        try:
+            t = v.python_type()
+        except NotImplementedError:
+            t = None
+        if t is not None and _hashed_by_identity(t):
+            return ("id", id(v))  # an object made in the trace: the value is its identity
+    # equality the tracer does not model (a user __eq__/__hash__, a frozenset
+    # of values...): keying by identity could miss an equal key
+    raise Unsupported(f"a {getattr(t, '__name__', type(v).__name__)} object as a dict key or set element",
+                      kind="unsupported_dict")
+
+
+def _hashed_by_identity(t: type) -> bool:
+    """Instances of ``t`` equal only themselves (object's or type's ``==`` and hash)."""
+    if issubclass(t, type):
+        return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
+    return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _raise_user(exc: BaseException):
+    from .objects import ExceptionValue
+    from ..errors import UserException
+    raise UserException(ExceptionValue(type(exc), [const(a) for a in exc.args], real=exc))
 
 
 def str_key(name: str):
@@ -196,6 +235,7 @@ class ListValue(BaseListValue):
         handler = _LIST_METHODS.get(name)
         if handler is None or kwargs and name != "sort":
             return super().call_method(tx, name, args, kwargs)
+        check_arity(tx, handler, getattr([], name), args, kwargs)
         if handler is not _list_index and handler is not _list_count and handler is not _list_copy:
             tx.side_effects.mutate(self)
         return handler(tx, self, *args, **kwargs)
@@ -203,23 +243,47 @@ class ListValue(BaseListValue):
     def setitem(self, tx, index: Value, value: Value):
         idx = index.as_constant()
         tx.side_effects.mutate(self)
-        if isinstance(idx, slice):
-            self.items[idx] = value.unpack(tx)
-        else:
-            try:
+        try:
+            if isinstance(idx, slice):
+                self.items[idx] = value.unpack(tx)
+            else:
                 self.items[idx] = value
-            except IndexError as e:
-                tx.raise_python_exception(e)
+        except (IndexError, TypeError, ValueError) as e:
+            # what list itself says about this index (and slice length)
+            tx.raise_python_exception(e)
 
     def delitem(self, tx, index: Value):
         tx.side_effects.mutate(self)
         try:
             del self.items[index.as_constant()]
-        except IndexError as e:
+        except (IndexError, TypeError) as e:
             tx.raise_python_exception(e)
 
     def __repr__(self):
         return f"ListValue({self.items})"
+
+
+_SIGNATURES: Dict[object, inspect.Signature] = {}
+
+
+def check_arity(tx, handler, real_method, args, kwargs) -> None:
+    """Raise the real method's TypeError when ``args``/``kwargs`` do not fit
+    ``handler(tx, self, ...)``: the message comes from calling ``real_method``
+    (the method of a scratch object) with as many placeholders."""
+    sig = _SIGNATURES.get(handler)
+    if sig is None:
+        sig = _SIGNATURES[handler] = inspect.signature(handler)
+    try:
+        sig.bind(tx, None, *args, **kwargs)
+        return
+    except TypeError:
+        pass
+    try:
+        real_method(*[None] * len(args), **{k: None for k in kwargs})
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    raise Unsupported(f"{getattr(real_method, '__qualname__', real_method)}() with these arguments",
+                      kind="unsupported_method")
 
 
 def _same(tx, a: Value, b: Value) -> bool:
@@ -256,7 +320,10 @@ def _list_extend(tx, lst, v):
 
 
 def _list_insert(tx, lst, i, v):
-    lst.items.insert(i.as_constant(), v)
+    try:
+        lst.items.insert(i.as_constant(), v)
+    except TypeError as e:  # not an index: list's own message
+        tx.raise_python_exception(e)
     return NONE
 
 
@@ -264,7 +331,7 @@ def _list_pop(tx, lst, i=None):
     idx = -1 if i is None else i.as_constant()
     try:
         return lst.items.pop(idx)
-    except IndexError as e:
+    except (IndexError, TypeError) as e:
         tx.raise_python_exception(e)
 
 
@@ -300,7 +367,7 @@ def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> 
     return [items[i] for i in order]
 
 
-def _list_sort(tx, lst, key=None, reverse=None):
+def _list_sort(tx, lst, *, key=None, reverse=None):
     rev = bool(reverse.as_constant()) if reverse is not None else False
     lst.items[:] = sort_values(tx, lst.items, key, rev)
     return NONE
@@ -592,6 +659,8 @@ class SetValue(Value):
                     tx.raise_python_exception(KeyError("pop from an empty set"))
                 tx.side_effects.mutate(self)
                 return el.pop(next(iter(el)))
+        if name == "copy" and not args and not kwargs and self.frozen and type(self) is SetValue:
+            return self  # an exact frozenset's copy is itself
         if name in ("union", "intersection", "difference", "symmetric_difference", "issubset",
                     "issuperset", "isdisjoint", "copy") and all_constant(self.elements.values()):
             if all(isinstance(a, SetValue) or a.is_constant() or isinstance(a, BaseListValue) for a in args):

@@ -43,12 +43,17 @@ class ListIteratorValue(IteratorValue):
     def reconstruct(self, cg):
         cg.push_callable(list_iterator_at)
         cg.reconstruct(self.lst)
-        cg.load_object(len(self.lst.items) if self.done else self.pos)
+        cg.load_object(-1 if self.done else self.pos)
         cg.call(2)
 
 
 def list_iterator_at(lst: list, pos: int):
-    """A real iterator over ``lst`` that has already yielded ``pos`` items."""
+    """A real iterator over ``lst`` that has already yielded ``pos`` items
+    (``pos == -1``: exhausted, so it ignores items appended later)."""
+    if pos < 0:
+        it = iter([])
+        next(it, None)
+        return it
     it = iter(lst)
     it.__setstate__(pos)
     return it
@@ -107,10 +112,10 @@ def sequence_iterator(seq, items, real) -> IteratorValue:
                                    else range(0))
 
 
-class ListReverseIteratorValue(IteratorValue):
-    """``reversed(lst)`` for a list value: like CPython's, it reads the list
-    at each step (from the last index down; a list shorter than the index
-    ends it).  Reconstructs as a real one at the same index."""
+class ListReversedIteratorValue(IteratorValue):
+    """``reversed(lst)`` for a list value: like CPython's, it keeps an index
+    that counts down and reads the list as it is at each step.  Reconstructs
+    as a real ``list_reverseiterator`` over the rebuilt list at that index."""
 
     __slots__ = ("lst", "index")
 
@@ -127,7 +132,7 @@ class ListReverseIteratorValue(IteratorValue):
             v = self.lst.items[self.index]
             self.index -= 1
             return v
-        self.index = -1  # exhausted for good (CPython drops the list)
+        self.index = -1  # exhausted for good
         return None
 
     def unpack(self, tx):
@@ -137,30 +142,23 @@ class ListReverseIteratorValue(IteratorValue):
         return out
 
     def children(self):
-        return (self.lst,) if self.index >= 0 else ()
+        return (self.lst,)
 
     def reconstruct(self, cg):
-        if self.index < 0:
-            cg.push_callable(exhausted_reverse_iterator)
-            cg.call(0)
-            return
-        cg.push_callable(list_reverse_iterator_at)
+        cg.push_callable(list_reversed_at)
         cg.reconstruct(self.lst)
         cg.load_object(self.index)
         cg.call(2)
 
 
-def list_reverse_iterator_at(lst: list, index: int):
-    """A real ``reversed(lst)`` whose next item is ``lst[index]``."""
+def list_reversed_at(lst: list, index: int):
+    """A real ``reversed(lst)`` whose next item is ``lst[index]`` (-1: exhausted)."""
     it = reversed(lst)
+    if index < 0:
+        it = reversed([])
+        next(it, None)
+        return it
     it.__setstate__(index)
-    return it
-
-
-def exhausted_reverse_iterator():
-    """A real list reverse iterator that has already said it is exhausted."""
-    it = reversed([])
-    next(it, None)
     return it
 
 

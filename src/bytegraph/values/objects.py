@@ -4,6 +4,7 @@ context managers."""
 from __future__ import annotations
 
 import types
+import weakref
 from typing import List, Optional
 
 import torch
@@ -476,7 +477,8 @@ class OpaqueValue(Value):
         self._fail()
 
     def get_attr(self, tx, name):
-        if name in ("__name__", "__qualname__") and hasattr(self.obj, name):
+        if name in ("__name__", "__qualname__") and type(self.obj) not in (weakref.ProxyType, weakref.CallableProxyType) \
+                and hasattr(self.obj, name):
             return const(getattr(self.obj, name))
         self._fail()
 

@@ -64,6 +64,36 @@ def _fold(tx, fn: Callable, *values: Value) -> Value:
     return wrap_derived_constant(tx, out, getattr(fn, "__name__", "op"))
 
 
+#: items a repeated list/tuple may have in the trace; beyond it the operation
+#: runs natively (where a huge one raises MemoryError as eager does)
+MAX_REPEATED_ITEMS = 1_000_000
+
+
+def _repeat(tx, seq, n) -> list:
+    """``seq.items * n`` with the errors Python gives for a bad ``n``."""
+    try:
+        count = operator.index(n)
+    except TypeError:
+        try:
+            seq.python_type()() * n
+        except TypeError as e:
+            tx.raise_python_exception(e)
+        raise Unsupported("sequence repetition by a non-int", kind="unsupported_operator")
+    if count > 0 and len(seq.items) * count > MAX_REPEATED_ITEMS:
+        raise Unsupported(f"repeating a sequence of {len(seq.items)} items {count} times",
+                          kind="unsupported_operator", hint="it runs natively")
+    return seq.items * count
+
+
+def _repeated(tx, seq, n) -> Value:
+    items = _repeat(tx, seq, n)
+    if isinstance(seq, ListValue):
+        return ListValue(items)
+    if type(seq) is TupleValue and items == seq.items and operator.index(n) == 1:
+        return seq  # an exact tuple times one is the tuple itself in CPython
+    return TupleValue(items)
+
+
 def _graph_value(v) -> bool:
     return isinstance(v, (TensorValue, SymIntValue))
 
@@ -91,8 +121,9 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         a.call_method(tx, "extend", [b], {})
         return a
     if isinstance(a, ListValue) and fn is operator.imul and b.is_constant():
+        items = _repeat(tx, a, b.as_constant())
         tx.side_effects.mutate(a)
-        a.items = a.items * b.as_constant()
+        a.items = items
         return a
     if isinstance(a, TupleValue) and plain is operator.add and (
             isinstance(b, TupleValue) or b.is_constant() and isinstance(b.as_constant(), tuple)):
@@ -111,9 +142,9 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     if isinstance(b, TupleValue) and plain is operator.add and a.is_constant() and isinstance(a.as_constant(), tuple):
         return TupleValue(a.unpack(tx) + b.items)
     if isinstance(a, BaseListValue) and plain is operator.mul and b.is_constant():
-        return (ListValue if isinstance(a, ListValue) else TupleValue)(a.items * b.as_constant())
+        return _repeated(tx, a, b.as_constant())
     if isinstance(b, BaseListValue) and plain is operator.mul and a.is_constant():
-        return (ListValue if isinstance(b, ListValue) else TupleValue)(b.items * a.as_constant())
+        return _repeated(tx, b, a.as_constant())
     if isinstance(a, DictValue) and isinstance(b, DictValue) and plain is operator.or_:
         if fn is operator.ior:
             a.call_method(tx, "update", [b], {})
