@@ -962,3 +962,20 @@ def test_reversed_list_follows_the_list_and_comes_back_as_a_list_reverseiterator
     assert fallbacks == 0
     state = [(o[1][:2], [(type(i), i.__reduce__()) for i in o[1][2:4]], list(o[1][2])) for o in (eager, compiled)]
     assert state[0] == state[1]
+
+
+def test_builtins_called_with_wrong_arguments_raise_type_error():
+    def f():
+        out = []
+        for call in (lambda: getattr(), lambda: getattr(1), lambda: hasattr(1), lambda: setattr(1, "a"),
+                     lambda: delattr(1), lambda: divmod(1), lambda: round(), lambda: sum(),
+                     lambda: sum([1], 2, 3), lambda: len(), lambda: isinstance(1, 2), lambda: abs()):
+            try:
+                call()
+                out.append("no error")
+            except TypeError:
+                out.append("TypeError")
+        out.append((round(number=2.5), round(2.567, ndigits=1), sum([1, 2], start=3)))
+        return out
+
+    assert assert_same_clean(f)[1][-1] == (2, 2.6, 6)

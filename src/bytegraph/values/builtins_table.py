@@ -61,7 +61,10 @@ def _isinstance(tx, args, kwargs):
     obj, cls = args
     classes = _classes(tx, cls)
     if isinstance(obj, ConstantValue):
-        return const(isinstance(obj.value, classes))
+        try:
+            return const(isinstance(obj.value, classes))
+        except TypeError as e:
+            tx.raise_python_exception(e)
     t = obj.python_type()
     if isinstance(obj, TensorValue) and not isinstance(classes, tuple):
         classes = (classes,)
@@ -300,6 +303,13 @@ def _pow(tx, args, kwargs):
 
 
 def _round(tx, args, kwargs):
+    if "number" in kwargs:
+        if args:
+            tx.raise_python_exception(TypeError("argument for round() given by name ('number') and position (1)"))
+        kwargs = dict(kwargs)
+        args = [kwargs.pop("number")]
+    if not args:
+        tx.raise_python_exception(TypeError("round() missing required argument 'number' (pos 1)"))
     if isinstance(args[0], TensorValue):
         # whatever ``Tensor.__round__`` does (or the TypeError if there is none), as Python would
         return graph_call(tx, "call_function", round, args, kwargs)
@@ -521,6 +531,27 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.index: _constant_fn(operator.index),
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
+
+
+def _checking_arity(fn, n_min: int, n_max: int, keywords=()):
+    """``BUILTIN_HANDLERS[fn]`` behind CPython's TypeError for a wrong number of
+    arguments or an unknown keyword (handlers may then unpack ``args``)."""
+    handler = BUILTIN_HANDLERS[fn]
+
+    def checked(tx, args, kwargs):
+        given = len(args) + len(kwargs)
+        if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or len(args) > n_max:
+            tx.raise_python_exception(TypeError(f"{fn.__name__}() takes from {n_min} to {n_max} arguments "
+                                                f"({given} given)"))
+        return handler(tx, args, kwargs)
+    BUILTIN_HANDLERS[fn] = checked
+
+
+for _fn, _n_min, _n_max, _kw in ((getattr, 2, 3, ()), (hasattr, 2, 2, ()), (setattr, 3, 3, ()),
+                                 (delattr, 2, 2, ()), (divmod, 2, 2, ()), (round, 1, 2, ("number", "ndigits")),
+                                 (sum, 1, 2, ("start",)), (len, 1, 1, ()), (isinstance, 2, 2, ()),
+                                 (issubclass, 2, 2, ()), (abs, 1, 1, ()), (callable, 1, 1, ())):
+    _checking_arity(_fn, _n_min, _n_max, _kw)
 # Libraries ask these to pick compile-friendly code paths: answer as a
 # torch.compile-style compiler would while tracing.
 for _fn, _answer in ((torch.compiler.is_compiling, True), (torch.compiler.is_dynamo_compiling, True),
