@@ -979,3 +979,18 @@ def test_builtins_called_with_wrong_arguments_raise_type_error():
         return out
 
     assert assert_same_clean(f)[1][-1] == (2, 2.6, 6)
+
+
+def test_frames_run_while_a_builtin_is_patched_do_not_break_the_compiler():
+    from unittest import mock
+
+    def f(x):
+        with mock.patch("builtins.int") as m:
+            y = int(x)
+        return y is m.return_value, isinstance(3, int), len([x])
+
+    config.raise_on_error = True
+    try:
+        assert run_both(f, "7")[:2] == (("ok", (True, True, 1)), ("ok", (True, True, 1)))
+    finally:
+        config.raise_on_error = False
