@@ -969,7 +969,8 @@ def test_builtins_called_with_wrong_arguments_raise_type_error():
         out = []
         for call in (lambda: getattr(), lambda: getattr(1), lambda: hasattr(1), lambda: setattr(1, "a"),
                      lambda: delattr(1), lambda: divmod(1), lambda: round(), lambda: sum(),
-                     lambda: sum([1], 2, 3), lambda: len(), lambda: isinstance(1, 2), lambda: abs()):
+                     lambda: sum([1], 2, 3), lambda: len(), lambda: isinstance(1, 2), lambda: abs(),
+                     lambda: sorted(), lambda: sorted([1], None), lambda: sorted(iterable=[1])):
             try:
                 call()
                 out.append("no error")

@@ -533,14 +533,15 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 
 
-def _checking_arity(fn, n_min: int, n_max: int, keywords=()):
+def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
     """``BUILTIN_HANDLERS[fn]`` behind CPython's TypeError for a wrong number of
     arguments or an unknown keyword (handlers may then unpack ``args``)."""
     handler = BUILTIN_HANDLERS[fn]
 
     def checked(tx, args, kwargs):
         given = len(args) + len(kwargs)
-        if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or len(args) > n_max:
+        if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or \
+                len(args) > (n_max if pos_max is None else pos_max):
             tx.raise_python_exception(TypeError(f"{fn.__name__}() takes from {n_min} to {n_max} arguments "
                                                 f"({given} given)"))
         return handler(tx, args, kwargs)
@@ -550,8 +551,9 @@ def _checking_arity(fn, n_min: int, n_max: int, keywords=()):
 for _fn, _n_min, _n_max, _kw in ((getattr, 2, 3, ()), (hasattr, 2, 2, ()), (setattr, 3, 3, ()),
                                  (delattr, 2, 2, ()), (divmod, 2, 2, ()), (round, 1, 2, ("number", "ndigits")),
                                  (sum, 1, 2, ("start",)), (len, 1, 1, ()), (isinstance, 2, 2, ()),
-                                 (issubclass, 2, 2, ()), (abs, 1, 1, ()), (callable, 1, 1, ())):
-    _checking_arity(_fn, _n_min, _n_max, _kw)
+                                 (issubclass, 2, 2, ()), (abs, 1, 1, ()), (callable, 1, 1, ()),
+                                 (sorted, 1, 3, ("key", "reverse"))):
+    _checking_arity(_fn, _n_min, _n_max, _kw, pos_max=1 if _fn is sorted else None)
 # Libraries ask these to pick compile-friendly code paths: answer as a
 # torch.compile-style compiler would while tracing.
 for _fn, _answer in ((torch.compiler.is_compiling, True), (torch.compiler.is_dynamo_compiling, True),
