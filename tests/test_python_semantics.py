@@ -392,6 +392,114 @@ def test_deeply_nested_structures_fall_back_instead_of_recursion_error():
 
 
 # ---------------------------------------------------------------------------
+# finalizers run when eager runs them
+
+
+def test_finalizer_of_a_replaced_dict_value_runs_at_the_write():
+    def f():
+        log = []
+
+        class X:
+            def __init__(self, i):
+                self.i = i
+
+            def __del__(self):
+                log.append(self.i)
+
+        d = {i: X(i) for i in range(3)}
+        d[1] = None
+        log.append("after write")
+        del d[2]
+        log.append("after del")
+        return list(log)
+
+    assert run_both(f)[:2] == (("ok", [1, "after write", 2, "after del"]),) * 2
+
+
+def test_set_iteration_order_is_cpythons():
+    def f(a):
+        s = {3, 1, 2}
+        s.add(a)
+        s.discard(2)
+        t = set("hello")
+        u = {100, 5, 33} | {7, 1000}
+        v = s.union([64, 32])
+        return list(s), [x for x in t], list(u), list(v), sorted(t), s.pop(), list({*u, *t})
+
+    assert_same_clean(f, 0)
+    assert_same_clean(f, 17)
+
+
+def test_pre_existing_set_mutations_keep_cpythons_order():
+    def f(s):
+        s.add(64)
+        s.discard(3)
+        s |= {128, 5}
+        return s
+
+    def call(fn):
+        s = {3, 1, 2, 40}
+        out = fn(s)
+        return list(out), out is s
+
+    eager = call(f)
+    config.force_transform = True
+    try:
+        compiled = call(bytegraph.compile(f, backend="eager"))
+    finally:
+        config.force_transform = False
+    assert compiled == eager
+
+
+def test_object_with_del_made_in_the_trace_is_finalized():
+    def f():
+        log = []
+
+        class Noisy:
+            def __del__(self):
+                log.append("del")
+
+        n = Noisy()
+        log.append("made")
+        n = None
+        log.append("after")
+        return list(log)
+
+    assert run_both(f)[:2] == (("ok", ["made", "del", "after"]),) * 2
+
+
+def test_attribute_overwrite_runs_the_old_values_finalizer_on_time():
+    class Noisy:
+        def __init__(self, log):
+            self.log = log
+
+        def __del__(self):
+            self.log.append("del")
+
+    class Holder:
+        pass
+
+    def f(h, log):
+        h.item = None
+        log.append("after")
+        return list(log)
+
+    def call(fn):
+        log = []
+        h = Holder()
+        h.item = Noisy(log)
+        return fn(h, log)
+
+    eager = call(f)
+    config.force_transform = True
+    try:
+        compiled = call(bytegraph.compile(f, backend="eager"))
+    finally:
+        config.force_transform = False
+    assert eager == compiled == ["del", "after"]
+
+
+# ---------------------------------------------------------------------------
 # Lazy generators and iterators (issue #12 item 1): a generator made in the
 # trace runs only as far as its consumer asks, one item per next(); map,
 # filter, zip, enumerate and itertools objects pull one input item at a time.

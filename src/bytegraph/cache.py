@@ -127,7 +127,9 @@ class FrameCache:
         except Unsupported as e:
             if e.kind == "internal" and config.raise_on_error:
                 raise InternalError(f"bytegraph failed compiling {fn.__qualname__}: {e}") from e
-            return self._fall_back(fn, e.record(), sticky=True)
+            record = e.record()
+            _forget(e)
+            return self._fall_back(fn, record, sticky=True)
         except BackendError as e:
             if self._fullgraph or config.raise_on_error:
                 # (a graph the backend rejects may be bytegraph's fault: tests see it)
@@ -287,6 +289,19 @@ def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> Fr
         runner = _RUNNERS[key] = FrameRunner(backend_name, backend, fullgraph=False)
         runner._backend_keepalive = backend
     return runner
+
+
+def _forget(exc: BaseException) -> None:
+    """Drop what a handled compile-time exception refers to.  Its traceback
+    holds bytegraph's frames (with the call's arguments in their locals) and
+    often sits in a reference cycle, so without this the program's objects
+    would live until the cycle collector runs instead of when eager drops them."""
+    tb = exc.__traceback__
+    exc.__traceback__ = None
+    if tb is not None:
+        traceback.clear_frames(tb)
+    if hasattr(exc, "frame"):
+        exc.frame = None
 
 
 def _drop_entry(cache_ref, entry) -> None:

@@ -242,9 +242,14 @@ class Codegen:
                 self.reconstruct(v)
             self.emit("BUILD_MAP", arg=len(target.entries))
         elif isinstance(target, SetValue):
-            for v in target.elements.values():
-                self.reconstruct(v)
-            self.emit("BUILD_SET", arg=len(target.elements))
+            # its operations are replayed one by one (apply_new_state): only
+            # what they add must be evaluated before other effects
+            for step in target.recipe:
+                for part in step[1:]:
+                    for v in (part if isinstance(part, list) else [part]):
+                        if isinstance(v, Value):
+                            self.stage_value(v)
+            return None
         else:
             raise Unsupported(f"replaying mutation of a {target.type_name()}", kind="internal")
         temp = self.new_temp()
@@ -253,6 +258,11 @@ class Codegen:
 
     def apply_new_state(self, target: Value, temp: str) -> None:
         """Write a staged new state into the real container, in place."""
+        if isinstance(target, SetValue):
+            # the same operations as eager, so the real table (and with it the
+            # iteration order) ends up the same
+            target.replay_ops(self)
+            return
         if isinstance(target, ListValue):
             self.emit("LOAD_FAST", temp)
             target.source.emit_load(self)

@@ -76,6 +76,17 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     Raises :class:`Unsupported` if the frame cannot be captured, not even in
     pieces (or at all, with ``fullgraph``).
     """
+    mark = len(Trace.made)
+    try:
+        return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                              policy)
+    finally:
+        for trace in Trace.made[mark:]:
+            trace.release()
+        del Trace.made[mark:]
+
+
+def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for, policy):
     start = time.perf_counter()
     # what the entry keeps of ``fn``: a generated function's cells belong to one call
     kept = _without_call_closure(fn) if closure_param else fn

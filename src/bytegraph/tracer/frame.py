@@ -98,6 +98,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.direct_call = False
         #: trace step of the instruction being executed
         self.step = -1
+        #: a graph break to take before the next instruction (set by an
+        #: instruction whose effect eager makes visible at once)
+        self.break_next = None
         #: set by CALL just before calling a user function (consumed by inline_call)
         self.calling_directly = False
         #: root arguments not read yet (wrapped lazily on first read, so unused
@@ -250,6 +253,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             self.step = trace.steps
             self.current = ins
             handler = dispatch.get(ins.opname, _unsupported_opcode)
+            if self.break_next is not None:
+                handler = _raise_pending
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -295,6 +300,15 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         out = self.stack[-n:]
         del self.stack[-n:]
         return out
+
+
+def _raise_pending(frame, ins):
+    exc = frame.break_next
+    frame.break_next = None
+    try:
+        raise exc
+    finally:
+        del exc  # no cycle through this frame: the trace's objects are freed as soon as it is dropped
 
 
 def _unsupported_opcode(frame, ins):

@@ -97,9 +97,7 @@ class DataOps:
 
     def SET_ADD(self, ins):
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
-        self.side_effects.mutate(target)
-        target.elements.setdefault(key_of(v), v)
+        self.stack[-ins.arg].add(self, v)
 
     def MAP_ADD(self, ins):
         value = self.stack.pop()
@@ -116,10 +114,7 @@ class DataOps:
 
     def SET_UPDATE(self, ins):
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
-        self.side_effects.mutate(target)
-        for item in v.unpack(self):
-            target.elements.setdefault(key_of(item), item)
+        self.stack[-ins.arg].update_from(self, v)
 
     def DICT_UPDATE(self, ins):
         v = self.stack.pop()

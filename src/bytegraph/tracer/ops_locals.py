@@ -13,7 +13,7 @@ import sys
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import (BuiltinSource, GlobalSource, ItemSource, LocalSource, ObjectSource, RootCellSource)
-from ..values.base import NULL
+from ..values.base import NULL, has_finalizer
 from ..values.cells import CellValue, EMPTY
 from ..values.objects import DELETED, PythonModuleValue
 
@@ -38,12 +38,30 @@ class LocalOps:
         self.stack.append(self.load_local(ins.argval))
 
     def STORE_FAST(self, ins):
+        self._dropping_local(ins.argval)
         self.unrealized.pop(ins.argval, None)
         self.locals[ins.argval] = self.stack.pop()
 
     def DELETE_FAST(self, ins):
+        self._dropping_local(ins.argval)
         self.load_local(ins.argval)
         del self.locals[ins.argval]
+
+    def _dropping_local(self, name: str) -> None:
+        """Rebinding a local that holds an object with a finalizer may run it
+        at once in eager: the frame breaks right after this instruction, where
+        the continuation drops the old object natively (see
+        ``BreakEmitter.release_rebound_arguments``)."""
+        if name.startswith("___bg_"):
+            return  # a generated prologue moving an argument onto the stack drops nothing
+        old = self.locals.get(name)
+        real = old.real_object() if old is not None else None
+        if real is None and name in self.unrealized:
+            real = (self.unrealized[name][0],)
+        if real is not None and has_finalizer(real[0]):
+            self.break_next = Unsupported(
+                f"dropping a reference to a {type(real[0]).__qualname__} object, which has a finalizer",
+                kind="finalizer", hint="the code after it runs natively, where the finalizer runs on time")
 
     # -- cells -----------------------------------------------------------------
     def MAKE_CELL(self, ins):

@@ -30,8 +30,12 @@ class Trace:
     mutations, and ``root`` the finished root frame.
     """
 
+    #: traces made since the compiler last released them (see :meth:`release`)
+    made: list = []
+
     def __init__(self, fn: types.FunctionType, policy=None, backend_name: str = "eager"):
         from ..dynamic import DynamicPolicy
+        Trace.made.append(self)
         self.fn = fn
         #: tracing generated code (a resume function, a loop body): its cells are one call's
         self.generated = False
@@ -93,6 +97,30 @@ class Trace:
         root.state_names = tuple(state)
         for name, obj in state.items():
             root.unrealized[name] = (obj, ItemSource(src, name))
+
+    def release(self) -> None:
+        """Forget the program's objects once the entry is built.
+
+        Frames, values and the side-effect table refer to each other, so a
+        finished trace is cyclic garbage that only the cycle collector frees;
+        until it runs, every object the trace saw would stay alive (a value
+        eager drops at once, a finalizer that should run now).  Clearing the
+        tables and the frames' locals and stacks frees them by reference
+        counting instead."""
+        se = self.side_effects
+        for table in (se._existing, se._keepalive, se.mutated, se.attr_writes, se.global_writes, se.order,
+                      se.tensor_hooks, self.global_cache):
+            table.clear()
+        for frame in (self.stopped_frame, self.root):
+            while frame is not None:
+                frame.locals.clear()
+                frame.stack.clear()
+                frame.unrealized.clear()
+                frame.exc_stack.clear()
+                frame.return_value = None
+                frame = frame.parent
+        self.root = self.stopped_frame = None
+        self.open_contexts = []
 
     def per_call(self, source) -> bool:
         """Whether objects read from ``source`` are likely new on every call:

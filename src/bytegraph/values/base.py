@@ -216,3 +216,38 @@ class UnrealizedLocal(Value):
         if self._real is not None:
             return cg.reconstruct(self._real)
         self.source.emit_load(cg)
+
+
+def check_release(value: Optional[Value]) -> None:
+    """Refuse to trace dropping a reference to ``value`` when that could run
+    code at once: a pre-existing object whose class has ``__del__`` or that
+    has weak references with callbacks.  Eager runs the finalizer at the
+    write (``d[k] = None`` may free the old value); the trace replays writes
+    later and could not know whether it was the last reference, so the
+    write breaks and runs natively."""
+    if value is None:
+        return
+    real = value.real_object()
+    if real is None or not has_finalizer(real[0]):
+        return
+    raise Unsupported(f"dropping a reference to a {type(real[0]).__qualname__} object, which has a finalizer",
+                      kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
+
+
+def has_finalizer(obj) -> bool:
+    """``obj`` runs code when it dies: ``__del__``, or weakref callbacks."""
+    if isinstance(obj, type):
+        return False  # classes die with their module; their weakrefs are the subclass lists
+    import torch
+    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+        # their weakref callbacks are torch's bookkeeping (fake-tensor memos,
+        # hook handles), not program code
+        return False
+    if getattr(type(obj), "__del__", None) is not None:
+        return True
+    import weakref
+    try:
+        refs = weakref.getweakrefs(obj)
+    except TypeError:
+        return False
+    return any(getattr(r, "__callback__", None) is not None for r in refs)

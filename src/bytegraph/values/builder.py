@@ -109,7 +109,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
             guards.add(Guard("CONSTANT_MATCH", source, frozenset(obj)) if t is frozenset else
                        Guard("SET_MATCH", source, frozenset(obj)))
         value = SetValue([ConstantValue(k) if _literal(k) else _identity_key_value(tx, k) for k in obj],
-                         source, frozen=(t is frozenset))
+                         source, frozen=(t is frozenset), existing=obj)
         if t is set:
             se.track_existing(obj, value)
         return value

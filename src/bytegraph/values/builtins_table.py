@@ -47,7 +47,9 @@ def _len(tx, args, kwargs):
             tx.raise_python_exception(TypeError("len() of a 0-d tensor"))
         from .symbolic import sym_size
         return sym_size(tx, v, 0)
-    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)):
+    if isinstance(v, SetValue):
+        return const(len(v.elements))
+    if isinstance(v, (BaseListValue, DictValue, DictViewValue)):
         return const(len(v.unpack(tx)) if not isinstance(v, DictValue) else len(v.entries))
     if v.is_constant():
         try:
@@ -200,14 +202,28 @@ def _list(tx, args, kwargs):
     return ListValue(_iter_items(tx, args[0]) if args else [])
 
 
+def _new_set(tx, args, frozen: bool) -> SetValue:
+    cls = frozenset if frozen else set
+    if not args:
+        return SetValue([], frozen=frozen)
+    src = args[0]
+    if isinstance(src, (SetValue, DictValue, DictViewValue)):
+        # CPython merges a set or dict source (table sized first): the recipe
+        # calls the constructor on it
+        out = SetValue(_iter_items(tx, src), frozen=frozen)
+        out.recipe = [("call", cls, src)]
+        return out
+    return SetValue(_iter_items(tx, src), frozen=frozen)  # added item by item
+
+
 def _set(tx, args, kwargs):
-    return SetValue(_iter_items(tx, args[0]) if args else [])
+    return _new_set(tx, args, frozen=False)
 
 
 def _frozenset(tx, args, kwargs):
     if len(args) == 1 and type(args[0]) is SetValue and args[0].frozen:
         return args[0]  # frozenset(f) is f for an exact frozenset, as in CPython
-    return SetValue(_iter_items(tx, args[0]) if args else [], frozen=True)
+    return _new_set(tx, args, frozen=True)
 
 
 def _dict(tx, args, kwargs):
@@ -240,7 +256,11 @@ def _sorted(tx, args, kwargs):
     from .containers import sort_values
     key = kwargs.get("key")
     rev = bool(kwargs.get("reverse", const(False)).as_constant())
-    return ListValue(sort_values(tx, _iter_items(tx, args[0]), key, rev))
+    src = args[0]
+    if type(src) is SetValue and key is None and all(v.is_constant() for v in src.elements.values()):
+        # distinct constants sort the same whatever order they come in
+        return ListValue(sort_values(tx, list(src.elements.values()), None, rev))
+    return ListValue(sort_values(tx, _iter_items(tx, src), key, rev))
 
 
 def _torch_size(tx, args, kwargs):
@@ -438,7 +458,7 @@ def _copy(tx, args, kwargs):
     if type(v) is DictValue:
         return DictValue(dict(v.entries), cls=v.cls, default_factory=v.default_factory)
     if type(v) is SetValue and not v.frozen:
-        return SetValue(list(v.elements.values()))
+        return v.call_method(tx, "copy", [], {})
     raise Unsupported(f"copy.copy of a {v.type_name()}", kind="unsupported_call")
 
 

@@ -13,7 +13,7 @@ import types
 from typing import Dict, List, Optional
 
 from ..errors import Unsupported
-from .base import Value, all_constant
+from .base import Value, all_constant, check_release
 from .constants import NONE, const, is_none
 
 
@@ -242,6 +242,12 @@ class ListValue(BaseListValue):
 
     def setitem(self, tx, index: Value, value: Value):
         idx = index.as_constant()
+        try:
+            old = self.items[idx] if isinstance(idx, slice) else [self.items[idx]]
+        except (IndexError, TypeError):
+            old = []
+        for v in old:
+            check_release(v)
         tx.side_effects.mutate(self)
         try:
             if isinstance(idx, slice):
@@ -253,6 +259,12 @@ class ListValue(BaseListValue):
             tx.raise_python_exception(e)
 
     def delitem(self, tx, index: Value):
+        try:
+            idx = index.as_constant()
+            for v in (self.items[idx] if isinstance(idx, slice) else [self.items[idx]]):
+                check_release(v)
+        except (IndexError, TypeError):
+            pass
         tx.side_effects.mutate(self)
         try:
             del self.items[index.as_constant()]
@@ -330,17 +342,25 @@ def _list_insert(tx, lst, i, v):
 def _list_pop(tx, lst, i=None):
     idx = -1 if i is None else i.as_constant()
     try:
+        check_release(lst.items[idx])
+    except (IndexError, TypeError):
+        pass
+    try:
         return lst.items.pop(idx)
     except (IndexError, TypeError) as e:
         tx.raise_python_exception(e)
 
 
 def _list_remove(tx, lst, v):
-    del lst.items[_index(tx, lst.items, v)]
+    k = _index(tx, lst.items, v)
+    check_release(lst.items[k])
+    del lst.items[k]
     return NONE
 
 
 def _list_clear(tx, lst):
+    for v in lst.items:
+        check_release(v)
     lst.items.clear()
     return NONE
 
@@ -465,12 +485,18 @@ class DictValue(Value):
         return key_of(key) in self.entries
 
     def setitem(self, tx, key: Value, value: Value):
-        tx.side_effects.mutate(self)
         hk = key_of(key)
         old = self.entries.get(hk)
+        if old is not None:
+            check_release(old[1])
+        tx.side_effects.mutate(self)
         self.entries[hk] = (old[0] if old else key, value)
 
     def delitem(self, tx, key: Value):
+        old = self.entries.get(key_of(key))
+        if old is not None:
+            check_release(old[0])
+            check_release(old[1])
         tx.side_effects.mutate(self)
         try:
             del self.entries[key_of(key)]
@@ -534,6 +560,9 @@ class DictValue(Value):
             k, v = e.pop(next(reversed(e)))
             return TupleValue([k, v])
         if name == "clear" and not args:
+            for k, v in e.values():
+                check_release(k)
+                check_release(v)
             tx.side_effects.mutate(self)
             e.clear()
             return NONE
@@ -581,6 +610,11 @@ class DictViewValue(Value):
     def children(self):
         return (self.dict_value,)
 
+    def get_iter(self, tx):
+        from .iterators import SizedIteratorValue
+        d = self.dict_value
+        return SizedIteratorValue(self.unpack(tx), d, lambda: len(d.entries), "dictionary", self.kind)
+
     def unpack(self, tx):
         pairs = self.dict_value.entries.values()
         if self.kind == "keys":
@@ -594,93 +628,6 @@ class DictViewValue(Value):
         cg.emit("LOAD_METHOD", self.kind)
         cg.emit("PRECALL", arg=0)
         cg.emit("CALL", arg=0)
-
-
-class SetValue(Value):
-    """A set or frozenset of constants / identity-compared values."""
-
-    __slots__ = ("elements", "frozen")
-
-    def __init__(self, items: List[Value], source=None, frozen=False):
-        super().__init__(source)
-        self.elements: Dict[object, Value] = {}
-        for v in items:
-            self.elements.setdefault(key_of(v), v)
-        self.frozen = frozen
-
-    def python_type(self):
-        return frozenset if self.frozen else set
-
-    def has_len(self):
-        return True
-
-    def truth(self, tx):
-        return bool(self.elements)
-
-    def children(self):
-        return self.elements.values()
-
-    def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        return SizedIteratorValue(list(self.elements.values()), self, lambda: len(self.elements), "set")
-
-    def unpack(self, tx):
-        return list(self.elements.values())
-
-    def contains(self, v: Value) -> bool:
-        return key_of(v) in self.elements
-
-    def call_method(self, tx, name, args, kwargs):
-        el = self.elements
-        if not self.frozen:
-            if name == "add" and len(args) == 1:
-                tx.side_effects.mutate(self)
-                el.setdefault(key_of(args[0]), args[0])
-                return NONE
-            if name in ("discard", "remove") and len(args) == 1:
-                hk = key_of(args[0])
-                if hk not in el and name == "remove":
-                    tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "item"))
-                tx.side_effects.mutate(self)
-                el.pop(hk, None)
-                return NONE
-            if name == "update":
-                tx.side_effects.mutate(self)
-                for a in args:
-                    for v in a.unpack(tx):
-                        el.setdefault(key_of(v), v)
-                return NONE
-            if name == "clear" and not args:
-                tx.side_effects.mutate(self)
-                el.clear()
-                return NONE
-            if name == "pop" and not args:
-                if not el:
-                    tx.raise_python_exception(KeyError("pop from an empty set"))
-                tx.side_effects.mutate(self)
-                return el.pop(next(iter(el)))
-        if name == "copy" and not args and not kwargs and self.frozen and type(self) is SetValue:
-            return self  # an exact frozenset's copy is itself
-        if name in ("union", "intersection", "difference", "symmetric_difference", "issubset",
-                    "issuperset", "isdisjoint", "copy") and all_constant(self.elements.values()):
-            if all(isinstance(a, SetValue) or a.is_constant() or isinstance(a, BaseListValue) for a in args):
-                mine = {v.as_constant() for v in el.values()}
-                others = [{v.as_constant() for v in a.unpack(tx)} for a in args]
-                from .builder import wrap_derived_constant
-                out = getattr(mine, name)(*others)
-                if isinstance(out, (set, frozenset)):
-                    return SetValue([const(x) for x in out], frozen=self.frozen)
-                return wrap_derived_constant(tx, out, name)
-        return super().call_method(tx, name, args, kwargs)
-
-    def reconstruct(self, cg):
-        if self.frozen:
-            cg.push_callable(frozenset)
-        for v in self.elements.values():
-            cg.reconstruct(v)
-        cg.emit("BUILD_SET", arg=len(self.elements))
-        if self.frozen:
-            cg.call(1)
 
 
 class RangeValue(Value):
@@ -797,3 +744,6 @@ class IteratorValue(Value):
             cg.reconstruct(v)
         cg.emit("BUILD_TUPLE", arg=len(self.items) - self.pos)
         cg.call(1)
+
+
+from .sets import SetValue  # noqa: E402  (sets.py builds on this module)

@@ -163,24 +163,62 @@ def list_reversed_at(lst: list, index: int):
 
 
 class SizedIteratorValue(IteratorValue):
-    """An iterator over a dict's keys or a set's elements: like Python's, it
-    raises ``RuntimeError`` when the container changed size under it."""
+    """An iterator over a dict (its keys, values or items: ``kind``) or a
+    set (``kind="set"``): like Python's, it raises ``RuntimeError`` when the
+    container changed size under it.  Reconstructs as a real iterator of the
+    rebuilt container advanced to the same position."""
 
-    __slots__ = ("container", "size_of", "what", "size")
+    __slots__ = ("container", "size_of", "what", "size", "kind", "done")
 
-    def __init__(self, items, container, size_of, what: str):
+    def __init__(self, items, container, size_of, what: str, kind: str = "keys"):
         super().__init__(items)
-        self.container, self.size_of, self.what = container, size_of, what
+        self.container, self.size_of, self.what, self.kind = container, size_of, what, kind
         self.size = size_of()
+        self.done = False
+
+    def python_type(self):
+        return type(iter(set())) if self.kind == "set" else type(iter(getattr({}, self.kind)()))
 
     def next(self, tx):
+        if self.done:
+            return None
         if self.size_of() != self.size:
             self.size = -1  # stays broken, as a real iterator does
             tx.raise_python_exception(RuntimeError(f"{self.what} changed size during iteration"))
-        return super().next(tx)
+        v = super().next(tx)
+        if v is None:
+            self.done = True  # exhausted: it no longer looks at its container
+        return v
 
     def unpack(self, tx):
         out = []
         while (v := self.next(tx)) is not None:
             out.append(v)
         return out
+
+    def children(self):
+        return (self.container,)
+
+    def reconstruct(self, cg):
+        if not self.done and self.size_of() != self.size:
+            from ..errors import Unsupported
+            raise Unsupported(f"an iterator over a {self.what} that changed size gets out of the trace",
+                              kind="unreconstructable", hint="the frame runs eagerly")
+        cg.push_callable(container_iterator_at)
+        cg.reconstruct(self.container)
+        cg.load_object(self.kind)
+        cg.load_object(-1 if self.done else self.pos)
+        cg.call(3)
+
+
+def container_iterator_at(container, kind: str, pos: int):
+    """A real iterator over ``container`` (a dict's ``kind`` view, or a set)
+    that has yielded ``pos`` items (-1: exhausted)."""
+    it = iter(container) if kind in ("set", "keys") else iter(getattr(container, kind)())
+    if pos < 0:
+        for _ in it:
+            pass
+        return it
+    for _ in range(pos):
+        next(it)
+    return it

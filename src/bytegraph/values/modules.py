@@ -528,6 +528,10 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
+    if getattr(cls, "__del__", None) is not None:
+        # the object would exist only if it escapes: its finalizer must run
+        # when eager's would, so it is made natively
+        raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
                           kind="unsupported_class_call", hint="build modules outside the compiled function")

@@ -12,7 +12,7 @@ import torch
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource
-from .base import Value
+from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const
 
 
@@ -167,12 +167,25 @@ class UserObjectValue(Value):
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
+        self._release_attr(tx, name)
         tx.side_effects.store_attr(self, name, value)
+
+    def _release_attr(self, tx, name) -> None:
+        """The value an attribute write or delete drops (see check_release)."""
+        pending = tx.side_effects.pending_attr(self, name)
+        if pending is not None and pending is not DELETED:
+            check_release(pending)
+        elif pending is None:
+            old = getattr(self.obj, "__dict__", {}).get(name)
+            if old is not None and has_finalizer(old):
+                raise Unsupported(f"replacing {type(self.obj).__name__}.{name}, whose value has a finalizer",
+                                  kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
 
     def del_attr(self, tx, name):
         cls = type(self.obj)
         if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
+        self._release_attr(tx, name)
         se = tx.side_effects
         pending = se.pending_attr(self, name)
         had = name in self.obj.__dict__

@@ -94,6 +94,9 @@ def _repeated(tx, seq, n) -> Value:
     return TupleValue(items)
 
 
+_SET_BINOPS = {operator.or_: "or", operator.and_: "and", operator.sub: "sub", operator.xor: "xor"}
+
+
 def _graph_value(v) -> bool:
     return isinstance(v, (TensorValue, SymIntValue))
 
@@ -152,16 +155,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         out = DictValue(dict(a.entries), cls=a.cls)
         out.entries.update(b.entries)
         return out
-    if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in (operator.or_, operator.and_, operator.sub, operator.xor):
-        keys_a, keys_b = set(a.elements), set(b.elements)
-        keys = plain(keys_a, keys_b)
-        merged = {**b.elements, **a.elements}
-        out = SetValue([merged[k] for k in merged if k in keys])
-        if fn is not plain:
-            tx.side_effects.mutate(a)
-            a.elements = {k: merged[k] for k in merged if k in keys}
-            return a
-        return out
+    if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in _SET_BINOPS:
+        return a.binop(tx, _SET_BINOPS[plain], b, in_place=fn is not plain and not a.frozen)
     raise Unsupported(f"operator {plain.__name__} on {a.type_name()} and {b.type_name()}",
                       kind="unsupported_operator")
 
