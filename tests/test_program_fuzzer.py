@@ -47,7 +47,6 @@ SEEDS = int(os.environ.get("BYTEGRAPH_FUZZ_SEEDS", "200"))
 #                 continue
 # Seeds past the default 200 are listed for BYTEGRAPH_FUZZ_SEEDS=2000 runs.
 KNOWN_FAILING = {
-    443: "bug C: continue in a while loop with a graph break nested in a for loop: codegen stack underflow",
     # since generators are lazy (internal error with raise_on_error; eager fallback otherwise)
     968: "bug H: graph break inside a @contextmanager with-block: 'exit of a @contextmanager generator' internal",
     1545: "bug H: graph break inside a @contextmanager with-block: 'exit of a @contextmanager generator' internal",

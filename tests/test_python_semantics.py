@@ -499,6 +499,27 @@ def test_attribute_overwrite_runs_the_old_values_finalizer_on_time():
     assert eager == compiled == ["del", "after"]
 
 
+def test_while_loop_with_continue_and_a_break_inside_a_for_loop():
+    buf = io.StringIO()
+
+    def f():
+        b = 2
+        out = []
+        for i in range(2):
+            w = 0
+            while w < 3:
+                w += 1
+                buf.write("x")
+                if w == 2:
+                    continue
+                out.append((i, w))
+        return b, out
+
+    eager, compiled, fallbacks, frames = run_both(f)
+    assert compiled == eager and fallbacks == 0 and frames > 0
+
+
+# ---------------------------------------------------------------------------
 # ---------------------------------------------------------------------------
 # Lazy generators and iterators (issue #12 item 1): a generator made in the
 # trace runs only as far as its consumer asks, one item per next(); map,

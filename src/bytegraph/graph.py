@@ -47,13 +47,8 @@ class OutputGraph:
     def __init__(self):
         # NOTE: imported here, not at module level: symbolic_shapes imports sympy
         # (0.2 s), which `import bytegraph` need not pay.
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
         self.graph = fx.Graph()
-        # Ops whose output size depends on data (nonzero, masked_select) break
-        # the graph: their unbacked sizes are not bound to graph values, and a
-        # backend that retraces (aot_eager, inductor) fails on them.
-        self.shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+        self._shape_env = self._fake_mode = None
         #: inputs with symbolic sizes or values: (fake or SymInt, source) for the shape guards
         self.symbolic_inputs: List[tuple] = []
         self.inputs: List[GraphInput] = []
@@ -62,6 +57,25 @@ class OutputGraph:
         self.value_of_fake: Dict[int, Any] = {}  # id(fake) -> TensorValue
         self.op_count = 0
         self._names = set()
+
+    # The fake-tensor machinery costs milliseconds to set up: made on first
+    # use, so pure-Python frames (and resume functions without tensor work)
+    # never pay for it.
+    @property
+    def shape_env(self):
+        if self._shape_env is None:
+            from torch.fx.experimental.symbolic_shapes import ShapeEnv
+            # Ops whose output size depends on data (nonzero, masked_select) break
+            # the graph: their unbacked sizes are not bound to graph values, and a
+            # backend that retraces (aot_eager, inductor) fails on them.
+            self._shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
+        return self._shape_env
+
+    @property
+    def fake_mode(self):
+        if self._fake_mode is None:
+            self._fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+        return self._fake_mode
 
     # -- inputs -----------------------------------------------------------
     def input_for(self, real: torch.Tensor):

@@ -255,7 +255,24 @@ def loops_of(code: types.CodeType) -> List[Loop]:
     by_head: Dict[int, int] = {}
     for head, end in find_loops(instrs):
         by_head[head] = max(end, by_head.get(head, end))
-    loops = [Loop(h, e, instrs[h].opname == "FOR_ITER") for h, e in by_head.items()]
+    # A `while` loop with a `continue` has two back-edges to two heads (the
+    # condition at the top, and the copy of it at the bottom): the two ranges
+    # overlap without nesting.  Outlining either alone would cut the other;
+    # they are one loop, entered at the first head.
+    spans = sorted(by_head.items())
+    merged = True
+    while merged:
+        merged = False
+        for i, (h1, e1) in enumerate(spans):
+            for j, (h2, e2) in enumerate(spans):
+                if h1 < h2 <= e1 < e2:
+                    spans[i] = (h1, e2)
+                    del spans[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    loops = [Loop(h, e, instrs[h].opname == "FOR_ITER") for h, e in spans]
     return sorted(loops, key=lambda lp: (lp.head, -lp.end))
 
 

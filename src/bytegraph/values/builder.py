@@ -40,6 +40,10 @@ _FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.Wra
 
 _WEAKREF_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
 
+#: pre-existing dicts with more entries are held, not modelled (each entry
+#: read would be wrapped and guarded)
+MAX_WRAPPED_DICT = 256
+
 
 def wrap(tx, obj, source: Source | None) -> Value:
     """Symbolic value for a pre-existing ``obj`` read from ``source``."""
@@ -82,6 +86,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         _type_len(guards, source, obj)
         return NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
     if t in (dict, collections.OrderedDict, collections.defaultdict):
+        if len(obj) > MAX_WRAPPED_DICT:
+            # (sys.modules, a registry): wrapping and guarding every entry would
+            # cost more than running its use natively
+            return _opaque_container(tx, obj, source, f"a dict of {len(obj)} entries", "unsupported_dict")
         if not all(_literal(k) or _identity_key(k) for k in obj):
             return _opaque_container(tx, obj, source, "a dict with keys that are neither constants nor "
                                      "classes, functions or enums", "unsupported_dict")
@@ -101,6 +109,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
                 value.entries[key_of(key)] = (key, wrap(tx, v, _item(source, k)))
         return value
     if t in (set, frozenset):
+        if len(obj) > MAX_WRAPPED_DICT:
+            # (sys.modules, a registry): wrapping and guarding every entry would
+            # cost more than running its use natively
+            return _opaque_container(tx, obj, source, f"a dict of {len(obj)} entries", "unsupported_dict")
         if not all(_literal(k) or _identity_key(k) for k in obj):
             return _opaque_container(tx, obj, source, "a set of elements that are neither constants nor "
                                      "classes, functions or enums", "unsupported_set")
