@@ -378,7 +378,7 @@ def test_list_sort_with_a_key():
     assert_same(f, t(3))
 
 
-def test_generator_used_as_a_generator_runs_the_frame_eagerly():
+def test_generator_used_as_a_generator_is_traced_lazily():
     import inspect
     import bytegraph
     from conftest import CountingBackend
@@ -395,13 +395,21 @@ def test_generator_used_as_a_generator_runs_the_frame_eagerly():
     def returns(x):
         return (x * i for i in range(3))
 
-    for fn, check in ((sends, lambda out: torch.equal(out, torch.ones(2) * 6)),
-                      (returns, lambda out: inspect.isgenerator(out) and len(list(out)) == 3)):
+    def returns_started(x):
+        g = (x * i for i in range(3))
+        next(g)
+        return g
+
+    # send() runs in the trace; an unstarted generator is rebuilt by calling
+    # its function again; a started one cannot be, so that frame runs eagerly
+    for fn, check, fallbacks in ((sends, lambda out: torch.equal(out, torch.ones(2) * 6), 0),
+                                 (returns, lambda out: inspect.isgenerator(out) and len(list(out)) == 3, 0),
+                                 (returns_started, lambda out: inspect.isgenerator(out) and len(list(out)) == 2, 1)):
         be = CountingBackend()
         out = bytegraph.compile(fn, backend=be)(torch.ones(2))
         assert check(out), fn.__name__
-        assert bytegraph.stats().eager_fallbacks == 1, fn.__name__
-        out = bytegraph.compile(fn, backend=be)(torch.ones(2))  # and stays eager
+        assert bytegraph.stats().eager_fallbacks == fallbacks, fn.__name__
+        out = bytegraph.compile(fn, backend=be)(torch.ones(2))
         assert check(out), fn.__name__
         bytegraph.reset()
 

@@ -9,6 +9,7 @@ capture, runs the original function eagerly).
 
 from __future__ import annotations
 
+import builtins
 import functools
 import threading
 import traceback
@@ -122,6 +123,12 @@ class FrameCache:
             if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
+        patched = _patched_builtin()
+        if patched is not None:
+            # not sticky: once the builtin is back, the frame compiles again
+            return self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
+                                                   _fn_location(fn), "the frame runs eagerly while it is"),
+                                   sticky=False)
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
@@ -307,6 +314,30 @@ def _drop_entry(cache_ref, entry) -> None:
     cache = cache_ref()
     if cache is not None and entry in cache._entries:
         cache._entries.remove(entry)
+
+
+#: builtins bytegraph itself calls while compiling, as they were at import
+_OWN_BUILTINS = {name: getattr(builtins, name) for name in (
+    "iter", "next", "int", "float", "str", "bool", "bytes", "tuple", "list", "dict", "set", "frozenset", "type",
+    "object", "isinstance", "issubclass", "len", "getattr", "hasattr", "setattr", "range", "reversed", "zip",
+    "map", "filter", "enumerate", "id", "hash", "repr", "min", "max", "sum", "any", "all", "sorted", "super",
+    "callable", "slice", "abs", "round", "print", "vars", "divmod", "format", "chr", "ord")}
+
+
+def _patched_builtin() -> Optional[str]:
+    """The name of a builtin bytegraph itself uses that the program replaced
+    or deleted (``patch("builtins.int")``), else None.  While one is, frames
+    run eagerly: compiling could fail halfway (and leave the program's own
+    cleanup unrun).  The entries are read by iterating the dict, so no
+    key's ``__eq__`` runs."""
+    seen = {}
+    for k, v in builtins.__dict__.items():
+        if type(k) is str and k in _OWN_BUILTINS:
+            seen[k] = v
+    for name, real in _OWN_BUILTINS.items():
+        if seen.get(name) is not real:
+            return name
+    return None
 
 
 def _fn_location(fn) -> UserLocation:

@@ -119,13 +119,28 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
                 return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
             if trace.stopped_frame is None:
                 raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+            for _ in range(_MAX_GENERATOR_REPLANS):
+                moved = _break_before_live_generator(trace, plan, runner_for)
+                if moved is None:
+                    break
+                plan = plan_break(moved)
+                trace = Trace(fn, policy, backend_name)
+                trace.stop_step = plan.step
+                try:
+                    result = trace.run(args, kwargs)
+                except UserException:
+                    return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
+                if trace.stopped_frame is None:
+                    raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
         se = trace.side_effects
         if plan is not None:
             emitter = BreakEmitter(None, trace, plan, runner_for)
             states = emitter.states()
             roots = se.replay_roots() + [v for st in states for v in st.values()]
+            trace.check_paused_generators(_reachable([v for st in states for v in st.values()]))
         else:
             roots = [result] + se.replay_roots()
+            trace.check_paused_generators()
         counts, tensors = live_values(roots)
         # An exception raised in the trace and still reached afterwards (kept
         # in a local across a break, stored, returned) would be rebuilt
@@ -317,6 +332,44 @@ def _failure_at(step: int, why: Unsupported, fn, args, kwargs, policy, backend_n
         raise Unsupported("the retrace did not reach the raise of an exception", kind="internal")
     why.location, why.frame, why.index, why.step = stopped.location(), stopped, stopped.ip, step
     return trace, why
+
+
+#: times a break may move before a generator it would have to hand on
+_MAX_GENERATOR_REPLANS = 4
+
+
+def _reachable(values) -> set:
+    """Ids of the values ``values`` refer to, directly or not."""
+    seen, todo = set(), list(values)
+    while todo:
+        v = todo.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        todo.extend(v.children())
+    return seen
+
+
+def _break_before_live_generator(trace: Trace, plan: BreakPlan, runner_for) -> Optional[Unsupported]:
+    """A generator that has run in the trace cannot be handed to the code after
+    a break (only an unstarted one can be rebuilt).  If one made by the
+    compiled frame itself is still live there, the break moves to the call
+    that made it: that call and the rest run natively with a real generator."""
+    states = BreakEmitter(None, trace, plan, runner_for).states()
+    live = _reachable([v for st in states for v in st.values()])
+    found = [g for g in trace.generators if id(g) in live and g.state != "created"]
+    made_here = [g for g in found if g.origin is not None and g.origin.frame.parent is None]
+    if not made_here:
+        return None
+    first = min(made_here, key=lambda g: g.origin.step)
+    o = first.origin
+    if o.step >= plan.step:
+        return None
+    moved = Unsupported(f"{plan.record.explanation} at {plan.record.location}, while generator "
+                        f"{first.frame.fn_name}() is paused: the break moves to the call that made it",
+                        kind=plan.record.kind, hint=plan.record.hint)
+    moved.location, moved.frame, moved.index, moved.step = o.location, o.frame, o.index, o.step
+    return moved
 
 
 def _guard_disjoint_storage(trace: Trace) -> None:

@@ -21,7 +21,7 @@ raise_on_error: bool = False
 #: Maximum depth of inlined user calls before the call is treated as unsupported.
 max_inline_depth: int = 64
 
-#: Items a generator called inside a trace may yield (it is run to completion).
+#: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000
 
 #: Check guarded tensors with the compiled helper in ``bytegraph.native`` when it

@@ -19,7 +19,7 @@ from ..errors import Unsupported, UserException, UserLocation
 from ..values.base import Value
 from ..values.cells import CellValue
 from ..values.constants import const
-from ..values.containers import GeneratorValue
+from ..values.generators import GeneratorValue
 from ..values.objects import ExceptionValue
 from .ops_calls import CallOps
 from .ops_control import ControlOps
@@ -40,6 +40,19 @@ def code_info(code: types.CodeType):
         info = (instrs, {id(ins): i for i, ins in enumerate(instrs)}, heads)
         _CODE_INFO[code] = info
     return info
+
+
+class GeneratorOrigin:
+    """Where a generator object was made: the call a graph break moves to
+    when the generator, already running, would have to cross it."""
+
+    __slots__ = ("frame", "index", "step", "location")
+
+    def __init__(self, frame):
+        self.frame = frame
+        self.index = frame.ip - 1
+        self.step = frame.step
+        self.location = frame.location()
 
 
 class TraceStopped(Exception):
@@ -79,8 +92,6 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         #: handler re-establishes them there (breaks.BreakEmitter)
         self.exc_stack: List[Value] = []
         self.exc_depths: List[int] = []
-        #: items a generator frame has yielded (None for ordinary frames)
-        self.yielded: Optional[List[Value]] = None
         #: a generator frame that stops at each ``yield`` (see start_generator)
         self.suspendable = False
         self.suspended = False
@@ -101,6 +112,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         #: root arguments not read yet (wrapped lazily on first read, so unused
         #: arguments get no guards and no graph inputs)
         self.unrealized: Dict[str, tuple] = {}  # name -> (object, source)
+        #: opcode handlers (a generator being closed silently gets fewer, see close_is_silent)
+        self.dispatch = DISPATCH
         #: generated frames whose locals came in one dict: its source and keys
         self.state_source = None
         self.state_names: tuple = ()
@@ -158,7 +171,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 
     # -- inlining --------------------------------------------------------------
     def inline_call(self, code: types.CodeType, f_globals: dict, closure: List[CellValue],
-                    bound: Dict[str, Value], name: str) -> Value:
+                    bound: Dict[str, Value], name: str, call=None) -> Value:
+        """Run a call of ``code`` in a child frame; ``call`` is ``(function,
+        args, kwargs)`` as called (how a generator it makes is rebuilt)."""
         if code.co_flags & (0x80 | 0x100 | 0x200):  # coroutine, iterable coroutine, async generator
             raise Unsupported(f"calling coroutine function {name}()", kind="generator",
                               hint="coroutines are not supported inside compiled functions")
@@ -166,14 +181,13 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         child.direct_call = self.calling_directly and not code.co_flags & 0x20
         self.calling_directly = False
         if code.co_flags & 0x20:
-            # NOTE: a generator called during tracing runs to completion at
-            # once and yields its items from a list.  That is Python's order
-            # whenever the consumer does not interleave side effects with the
-            # producer (genexprs fed to sum/list/any/zip, for-loops over
-            # pure generators), which is what traced code does in practice.
-            child.yielded = []
-            child.run()
-            return GeneratorValue(child.yielded)
+            # Calling a generator function runs none of its code: the frame
+            # waits, paused before its first instruction, until an item is asked.
+            child.suspendable = True
+            gen = GeneratorValue(child, call)
+            gen.origin = GeneratorOrigin(self)
+            self.trace.generators.append(gen)
+            return gen
         return child.run()
 
     def start_generator(self, func: Value, args: List[Value], kwargs: Dict[str, Value]) -> "Frame":
@@ -213,11 +227,35 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             raise error
         self.run()
 
+    def yield_from_delegate(self) -> Optional[Value]:
+        """The iterator a generator paused in ``yield from`` delegates to (else None).
+
+        Paused there, the stack ends ``iterator, sent-value`` and the yield
+        follows the ``SEND`` of the loop."""
+        ins = self.yield_ins
+        if not self.suspended or ins is None:
+            return None
+        i = self.index_of[id(ins)]
+        if i == 0 or self.instrs[i - 1].opname != "SEND":
+            return None
+        return self.stack[-2]
+
+    def finish_yield_from(self, result: Value) -> None:
+        """The delegate of the paused ``yield from`` returned ``result``
+        (after a ``throw`` into it): continue after the ``yield from``."""
+        send = self.instrs[self.index_of[id(self.yield_ins)] - 1]
+        self.suspended = self.returned = False
+        self.stack.pop()
+        self.stack[-1] = result
+        self.jump_to(send.target)
+        self.run()
+
     # -- run loop ----------------------------------------------------------------
     def run(self) -> Value:
         instrs = self.instrs
         trace = self.trace
         heads = self.loop_heads
+        dispatch = self.dispatch
         while not self.returned:
             ip = self.ip
             if trace.steps == trace.stop_step:
@@ -228,7 +266,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             self.ip = ip + 1
             self.step = trace.steps
             self.current = ins
-            handler = DISPATCH.get(ins.opname, _unsupported_opcode)
+            handler = dispatch.get(ins.opname, _unsupported_opcode)
             if self.break_next is not None:
                 handler = _raise_pending
             trace.steps += 1
@@ -297,3 +335,10 @@ def _unsupported_opcode(frame, ins):
 
 
 DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper()}
+
+#: what an ``except SomeError:`` clause runs before it re-raises an exception
+#: it does not match: enough to close a generator paused inside one
+SILENT_DISPATCH = {name: DISPATCH[name] for name in (
+    "PUSH_EXC_INFO", "POP_EXCEPT", "RERAISE", "CHECK_EXC_MATCH", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_FAST",
+    "LOAD_CONST", "BUILD_TUPLE", "COPY", "SWAP", "POP_TOP", "NOP", "PUSH_NULL", "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_TRUE")}

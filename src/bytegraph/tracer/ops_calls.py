@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .. import config
 from ..errors import Unsupported
 from ..values.constants import NONE, is_none
 from ..values.base import NullValue
 from ..values.cells import CellValue
-from ..values.containers import DictValue, IteratorValue, TupleValue
+from ..values.containers import DictValue, TupleValue
+from ..values.generators import GeneratorValue, iterate
 from ..values.functions import NestedFunctionValue
 
 
@@ -86,40 +86,38 @@ class CallOps:
         fn.annotated = bool(flags & 0x04)
         self.stack.append(fn)
 
-    # -- generators (run to completion when called, see Frame.inline_call) -------
+    # -- generators (a frame paused at each yield, see GeneratorValue) ------------
     def RETURN_GENERATOR(self, ins):
         self.stack.append(NONE)
 
     def YIELD_VALUE(self, ins):
-        if self.suspendable:
-            # pause: the run loop ends as if returned; resume() continues after this yield
-            self.yielded_value = self.stack.pop()
-            self.stack.append(NONE)  # what next() sends in
-            self.yield_ins = ins
-            self.suspended = self.returned = True
-            return
-        if self.yielded is None:
+        if not self.suspendable:
             raise Unsupported("yield in the compiled frame itself", kind="generator")
-        if len(self.yielded) >= config.max_generator_items:
-            raise Unsupported(f"generator yields more than {config.max_generator_items} items",
-                              kind="generator", hint="infinite generators cannot be traced")
-        self.yielded.append(self.stack.pop())
-        self.stack.append(NONE)  # the value sent back in: always None when iterated
+        # pause: the run loop ends as if returned; resume() continues after this yield
+        self.yielded_value = self.stack.pop()
+        self.stack.append(NONE)  # what next() sends in (send() replaces it)
+        self.yield_ins = ins
+        self.suspended = self.returned = True
 
     def GET_YIELD_FROM_ITER(self, ins):
         v = self.stack.pop()
-        self.stack.append(v if isinstance(v, IteratorValue) else IteratorValue(v.unpack(self)))
+        self.stack.append(iterate(self, v))
 
     def SEND(self, ins):
         # ``yield from it``: the next item goes to the YIELD_VALUE that follows;
-        # when ``it`` is exhausted, the expression's value (None: generators
-        # run to completion keep no return value) replaces both and we jump.
+        # when ``it`` is exhausted, its return value replaces both and we jump.
         sent = self.stack.pop()
-        if not is_none(sent):
-            raise Unsupported("send() into a `yield from`", kind="generator")
-        item = self.stack[-1].next(self)
+        it = self.stack[-1]
+        if isinstance(it, GeneratorValue):
+            item = it.send(self, sent)
+            result = it.result
+        else:
+            if not is_none(sent):
+                raise Unsupported("send() into a `yield from` of a non-generator", kind="generator")
+            item = it.next(self)
+            result = NONE
         if item is None:
-            self.stack[-1] = NONE
+            self.stack[-1] = result
             self.jump_to(ins.target)
         else:
             self.stack.append(item)

@@ -7,6 +7,7 @@ import operator
 
 from ..errors import Unsupported
 from ..values.constants import const
+from ..values.generators import LazyIteratorValue
 from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)
@@ -139,7 +140,14 @@ class DataOps:
 
     # -- unpacking -----------------------------------------------------------------
     def UNPACK_SEQUENCE(self, ins):
-        items = self.stack.pop().unpack(self)
+        v = self.stack.pop()
+        if isinstance(v, LazyIteratorValue):
+            # Python pulls one item past the targets (to see there are not too many), no more
+            items = []
+            while len(items) <= ins.arg and (item := v.next(self)) is not None:
+                items.append(item)
+        else:
+            items = v.unpack(self)
         if len(items) != ins.arg:
             if len(items) > ins.arg:
                 self.raise_python_exception(ValueError(f"too many values to unpack (expected {ins.arg})"))

@@ -65,6 +65,8 @@ class Trace:
         #: id(exception value) -> (value, trace step of the instruction that
         #: first raised it in this trace): a break inside its handler moves there
         self.raise_steps: Dict[int, tuple] = {}
+        #: generator objects made in the trace (GeneratorValue)
+        self.generators: list = []
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -175,6 +177,18 @@ class Trace:
                 self._balance_grad_mode(grad_before)
         finally:
             torch._C._set_grad_enabled(grad_before)
+
+    def check_paused_generators(self, live=frozenset()) -> None:
+        """A generator left paused inside a try/with block runs its
+        except/finally/__exit__ code when it is closed -- when CPython drops
+        it, or at the end of the program.  The trace does not model when that
+        is, so such a frame runs eagerly.  ``live``: ids of the values handed
+        on at a graph break (those are not dropped)."""
+        for gen in self.generators:
+            if id(gen) not in live and not gen.close_is_silent():
+                raise Unsupported(f"generator {gen.frame.fn_name}() ({gen.frame.code.co_filename}:{gen.frame.code.co_firstlineno}) left paused inside a try/with block "
+                                  "(closing it runs code)", kind="generator_object",
+                                  hint="the frame runs eagerly; exhaust or close() the generator")
 
     def _balance_grad_mode(self, grad_before: bool) -> None:
         # NOTE: a graph leaves grad mode as it found it, so every backend sees

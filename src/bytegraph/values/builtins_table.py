@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import functools
 import inspect
-import itertools
 import sys
 import traceback
 import types
@@ -25,8 +24,9 @@ import torch
 from ..errors import Unsupported, UserException
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
-from .containers import (BaseListValue, DictValue, DictViewValue, IteratorValue, ListValue, NamedTupleValue,
+from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue, str_key)
+from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
 from .objects import ClassValue, GradModeValue
@@ -74,10 +74,14 @@ def _len(tx, args, kwargs):
     return v.get_attr(tx, "__len__").call(tx, [], {})
 
 
-
 def _isinstance(tx, args, kwargs):
     _exactly_two(tx, "isinstance", args, kwargs)
     return const(_instance_check(tx, args[0], args[1]))
+
+
+def _classes(tx, v: Value):
+    """A class or a (nested) tuple of classes, as ``isinstance``/``issubclass`` take it."""
+    return v.as_constant() if v.is_constant() else tuple(_classes(tx, c) for c in v.unpack(tx))
 
 
 def _issubclass(tx, args, kwargs):
@@ -216,117 +220,14 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
         tx.raise_python_exception(e)
 
 
-def _iter_items(tx, v: Value) -> List[Value]:
-    if isinstance(v, IteratorValue):
-        return v.unpack(tx)
-    return v.unpack(tx)
-
-
 def _range(tx, args, kwargs):
     _no_kwargs("range", kwargs)
     return RangeValue(range(*[a.as_constant() for a in args]))
 
 
-def _enumerate(tx, args, kwargs):
-    start = kwargs["start"].as_constant() if "start" in kwargs else (args[1].as_constant() if len(args) > 1 else 0)
-    items = _iter_items(tx, args[0])
-    return IteratorValue([TupleValue([const(i + start), v]) for i, v in enumerate(items)])
-
-
-def _zip(tx, args, kwargs):
-    strict = kwargs.get("strict")
-    seqs = [_iter_items(tx, a) for a in args]
-    if strict is not None and strict.as_constant() and len({len(s) for s in seqs}) > 1:
-        tx.raise_python_exception(ValueError("zip() arguments have different lengths"))
-    return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
-
-
-def _map(tx, args, kwargs):
-    fn, *its = args
-    seqs = [_iter_items(tx, a) for a in its]
-    return IteratorValue([fn.call(tx, list(t), {}) for t in zip(*seqs)])
-
-
-def _filter(tx, args, kwargs):
-    fn, it = args
-    out = []
-    for v in _iter_items(tx, it):
-        keep = v if is_none(fn) else fn.call(tx, [v], {})
-        if keep.truth(tx):
-            out.append(v)
-    return IteratorValue(out)
-
-
-def _reversed(tx, args, kwargs):
-    from .containers import ListValue
-    if len(args) == 1 and not kwargs and type(args[0]) is ListValue:
-        from .iterators import ListReversedIteratorValue
-        return ListReversedIteratorValue(args[0])  # live: it reads the list at each step
-    return IteratorValue(list(reversed(_iter_items(tx, args[0]))))
-
-
-def _iter(tx, args, kwargs):
-    if isinstance(args[0], IteratorValue):
-        return args[0]
-    if len(args) == 1 and not kwargs:
-        return args[0].get_iter(tx)
-    return IteratorValue(_iter_items(tx, args[0]))
-
-
-def _next(tx, args, kwargs):
-    it = args[0]
-    if not isinstance(it, IteratorValue):
-        raise Unsupported(f"next() on {it.type_name()}", kind="unsupported_builtin")
-    v = it.next(tx)
-    if v is None:
-        if len(args) > 1:
-            return args[1]
-        tx.raise_python_exception(StopIteration())
-    return v
-
-
-def _reduce_minmax(fn):
-    def handler(tx, args, kwargs):
-        key = kwargs.pop("key", None)
-        default = kwargs.pop("default", None)
-        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
-        if not items:
-            if default is not None:
-                return default
-            tx.raise_python_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
-        if any(isinstance(v, TensorValue) for v in items) and key is None:
-            # NOTE: not torch.maximum: Python compares with ``bool(a < b)`` (an error for
-            # tensors of several elements) and returns one of the operands itself.
-            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values", kind="data_dependent",
-                              hint=f"use torch.{'maximum' if fn is max else 'minimum'}")
-        if key is None and all_constant(items):
-            return const(fn(v.as_constant() for v in items))
-        keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
-        ks = [k.as_constant() for k in keys]
-        best = fn(range(len(items)), key=lambda i: ks[i])
-        return items[best]
-    return handler
-
-
-def _sum(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
-    start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
-    acc = start
-    for v in items:
-        acc = binary_op(tx, operator.add, acc, v)
-    return acc
-
-
 def _abs(tx, args, kwargs):
     return unary_op(tx, abs, args[0]) if not isinstance(args[0], TensorValue) else \
         graph_call(tx, "call_function", torch.abs, args, {})
-
-
-def _any_all(fn):
-    def handler(tx, args, kwargs):
-        results = [v.truth(tx) for v in _iter_items(tx, args[0])]
-        return const(fn(results))
-    return handler
 
 
 def _getattr(tx, args, kwargs):
@@ -555,6 +456,13 @@ def _pow(tx, args, kwargs):
 
 
 def _round(tx, args, kwargs):
+    if "number" in kwargs:
+        if args:
+            tx.raise_python_exception(TypeError("argument for round() given by name ('number') and position (1)"))
+        kwargs = dict(kwargs)
+        args = [kwargs.pop("number")]
+    if not args:
+        tx.raise_python_exception(TypeError("round() missing required argument 'number' (pos 1)"))
     if isinstance(args[0], TensorValue):
         # whatever ``Tensor.__round__`` does (or the TypeError if there is none), as Python would
         return graph_call(tx, "call_function", round, args, kwargs)
@@ -583,7 +491,6 @@ def _wraps(tx, args, kwargs):
 def _partial(tx, args, kwargs):
     from .functions import PartialValue
     return PartialValue(args[0], list(args[1:]), dict(kwargs))
-
 
 
 class GradModeClassValue(ClassValue):
@@ -674,37 +581,6 @@ class SignatureValue(ConstantValue):
         return super().get_attr(tx, name)
 
 
-def _islice(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
-    bounds = [a.as_constant() for a in args[1:]]
-    return IteratorValue(items[slice(*bounds)] if len(bounds) > 1 else items[:bounds[0]])
-
-
-def _chain(tx, args, kwargs):
-    out = []
-    for a in args:
-        out.extend(_iter_items(tx, a))
-    return IteratorValue(out)
-
-
-def _rearranging(fn):
-    """``itertools.product``/``combinations``/``permutations``: computed over
-    the positions of the inputs' items, so the items may be any values."""
-    def handler(tx, args, kwargs):
-        if not all_constant(kwargs.values()):
-            raise Unsupported(f"itertools.{fn.__name__} with non-constant options", kind="unsupported_call")
-        options = {k: v.as_constant() for k, v in kwargs.items()}
-        if fn is itertools.product:
-            lists = [_iter_items(tx, a) for a in args]
-            positions = fn(*[range(len(items)) for items in lists], **options)
-            return IteratorValue([TupleValue([lists[j % len(lists)][i] for j, i in enumerate(p)])
-                                  for p in positions])
-        items = _iter_items(tx, args[0])
-        extra = [a.as_constant() for a in args[1:]]
-        return IteratorValue([TupleValue([items[i] for i in p]) for p in fn(range(len(items)), *extra, **options)])
-    return handler
-
-
 def _copy(tx, args, kwargs):
     """``copy.copy`` of a container or an immutable value."""
     (v,) = args
@@ -746,39 +622,6 @@ def _deepcopy(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         raise Unsupported("copy.deepcopy with a memo", kind="unsupported_call")
     return rec(args[0])
-
-
-def _reduce(tx, args, kwargs):
-    """``functools.reduce(fn, iterable[, initial])``, folded value by value."""
-    if kwargs or not 2 <= len(args) <= 3:
-        tx.raise_python_exception(TypeError("reduce expected 2 or 3 positional arguments"))
-    fn, items = args[0], _iter_items(tx, args[1])
-    if len(args) == 3:
-        acc, rest = args[2], items
-    elif items:
-        acc, rest = items[0], items[1:]
-    else:
-        tx.raise_python_exception(TypeError("reduce() of empty iterable with no initial value"))
-    for item in rest:
-        acc = fn.call(tx, [acc, item], {})
-    return acc
-
-
-def _accumulate(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
-    func = args[1] if len(args) > 1 else kwargs.get("func")
-    if func is not None and is_none(func):
-        func = None
-    initial = kwargs.get("initial")
-    out = [] if initial is None or is_none(initial) else [initial]
-    for item in items:
-        if not out:
-            out.append(item)
-        elif func is None:
-            out.append(binary_op(tx, operator.add, out[-1], item))
-        else:
-            out.append(func.call(tx, [out[-1], item], {}))
-    return IteratorValue(out)
 
 
 def _dataclass_replace(tx, args, kwargs):
@@ -828,9 +671,7 @@ def _graph_break(tx, args, kwargs):
 
 BUILTIN_HANDLERS: Dict[object, Handler] = {
     len: _len, isinstance: _isinstance, issubclass: _issubclass, range: _range,
-    enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed,
-    iter: _iter, next: _next, min: _reduce_minmax(min), max: _reduce_minmax(max), sum: _sum,
-    abs: _abs, any: _any_all(any), all: _any_all(all), getattr: _getattr, hasattr: _hasattr,
+    abs: _abs, getattr: _getattr, hasattr: _hasattr,
     setattr: _setattr, delattr: _delattr, callable: _callable, type: _type, print: _print,
     int: _scalar_type(int), float: _scalar_type(float), bool: _scalar_type(bool),
     str: _scalar_type(str), complex: _scalar_type(complex),
@@ -840,14 +681,11 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     format: _constant_fn(format),
     functools.partial: _partial, locals: locals_, vars: vars_, dir: dir_, super: super_,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
-    itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
-    dataclasses.replace: _dataclass_replace, functools.reduce: _reduce, functools.wraps: _wraps,
+    dataclasses.replace: _dataclass_replace, functools.wraps: _wraps,
     copy.copy: _copy, copy.deepcopy: _deepcopy, traceback.clear_frames: _clear_frames,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
-    itertools.product: _rearranging(itertools.product),
-    itertools.combinations: _rearranging(itertools.combinations),
-    itertools.permutations: _rearranging(itertools.permutations), id: id_, inspect.signature: _signature,
+    id: id_, inspect.signature: _signature,
     operator.getitem: lambda tx, a, k: getitem(tx, a[0], a[1]),
     operator.setitem: lambda tx, a, k: (setitem(tx, a[0], a[1], a[2]), NONE)[1],
     operator.delitem: lambda tx, a, k: (delitem(tx, a[0], a[1]), NONE)[1],
@@ -861,6 +699,30 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.abs: _abs,
     operator.index: _constant_fn(operator.index),
 }
+BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
+
+
+def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
+    """``BUILTIN_HANDLERS[fn]`` behind CPython's TypeError for a wrong number of
+    arguments or an unknown keyword (handlers may then unpack ``args``)."""
+    handler = BUILTIN_HANDLERS[fn]
+
+    def checked(tx, args, kwargs):
+        given = len(args) + len(kwargs)
+        if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or \
+                len(args) > (n_max if pos_max is None else pos_max):
+            tx.raise_python_exception(TypeError(f"{fn.__name__}() takes from {n_min} to {n_max} arguments "
+                                                f"({given} given)"))
+        return handler(tx, args, kwargs)
+    BUILTIN_HANDLERS[fn] = checked
+
+
+for _fn, _n_min, _n_max, _kw in ((getattr, 2, 3, ()), (hasattr, 2, 2, ()), (setattr, 3, 3, ()),
+                                 (delattr, 2, 2, ()), (divmod, 2, 2, ()), (round, 1, 2, ("number", "ndigits")),
+                                 (sum, 1, 2, ("start",)), (len, 1, 1, ()), (isinstance, 2, 2, ()),
+                                 (issubclass, 2, 2, ()), (abs, 1, 1, ()), (callable, 1, 1, ()),
+                                 (sorted, 1, 3, ("key", "reverse"))):
+    _checking_arity(_fn, _n_min, _n_max, _kw, pos_max=1 if _fn is sorted else None)
 # Libraries ask these to pick compile-friendly code paths: answer as a
 # torch.compile-style compiler would while tracing.
 for _fn, _answer in ((torch.compiler.is_compiling, True), (torch.compiler.is_dynamo_compiling, True),

@@ -64,6 +64,12 @@ class ConstantValue(Value):
     def has_len(self):
         return hasattr(self.value, "__len__")
 
+    def get_iter(self, tx):
+        if type(self.value) in (str, bytes, tuple, range):
+            from .iterators import sequence_iterator
+            return sequence_iterator(self, self.unpack(tx), self.value)
+        return super().get_iter(tx)
+
     def unpack(self, tx) -> List[Value]:
         try:
             items = list(self.value)

@@ -156,6 +156,10 @@ class TupleValue(BaseListValue):
     def python_type(self):
         return tuple
 
+    def get_iter(self, tx):
+        from .iterators import sequence_iterator
+        return sequence_iterator(self, list(self.items), ())
+
     def reconstruct(self, cg):
         for item in self.items:
             cg.reconstruct(item)
@@ -339,6 +343,12 @@ def _list_append(tx, lst, v):
 
 
 def _list_extend(tx, lst, v):
+    from .generators import LazyIteratorValue
+    if isinstance(v, LazyIteratorValue):
+        # appended one by one as pulled: a producer reading the list sees it grow
+        while (item := v.next(tx)) is not None:
+            lst.items.append(item)
+        return NONE
     lst.items.extend(v.unpack(tx))
     return NONE
 
@@ -671,6 +681,10 @@ class RangeValue(Value):
     def unpack(self, tx):
         return [const(i) for i in self.value]
 
+    def get_iter(self, tx):
+        from .iterators import sequence_iterator
+        return sequence_iterator(self, self.unpack(tx), self.value)
+
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):
             return const(getattr(self.value, name))
@@ -754,39 +768,6 @@ class IteratorValue(Value):
             cg.reconstruct(v)
         cg.emit("BUILD_TUPLE", arg=len(self.items) - self.pos)
         cg.call(1)
-
-
-#: what only a real generator object has; a generator run to completion during
-#: the trace cannot provide them, so code using them runs eagerly
-_GENERATOR_ONLY = ("send", "throw", "close", "gi_frame", "gi_running", "gi_code", "gi_yieldfrom", "gi_suspended")
-
-
-class GeneratorValue(IteratorValue):
-    """The generator object a generator function (or generator expression)
-    returned during the trace.  The generator ran to completion when created
-    (``Frame.inline_call``); this iterates over what it yielded.  Reconstructs
-    as an iterator over the remaining items, so a frame that uses
-    ``send``/``throw``/``close``/``gi_*`` on it runs eagerly instead."""
-
-    __slots__ = ()
-
-    def python_type(self):
-        return types.GeneratorType
-
-    def get_attr(self, tx, name):
-        if name in _GENERATOR_ONLY:
-            raise Unsupported(f"generator.{name} on a generator run during the trace", kind="generator_object",
-                              hint="the frame runs eagerly")
-        return super().get_attr(tx, name)
-
-    def reconstruct(self, cg):
-        # Only the frame's own code after a break may get an iterator in place
-        # of the generator, and only if it never treats it as a generator; a
-        # generator returned or stored elsewhere must be a real one.
-        if not cg.continuation or any(name in cg.root_code.co_names for name in _GENERATOR_ONLY):
-            raise Unsupported("a generator object made during the trace outlives it", kind="generator_object",
-                              hint="the frame runs eagerly, so it gets a real generator")
-        super().reconstruct(cg)
 
 
 from .sets import SetValue  # noqa: E402  (sets.py builds on this module)

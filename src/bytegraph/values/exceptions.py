@@ -175,6 +175,9 @@ class ExceptionValue(Value):
         if name == "__class__":
             from .objects import ClassValue
             return ClassValue(self.exc_type)
+        if name == "value" and issubclass(self.exc_type, StopIteration) and self.args is not None:
+            from .constants import NONE
+            return self.args[0] if self.args else NONE  # (what a generator's return gave)
         if name == "__traceback__":
             return self.traceback
         if name == "__context__":

@@ -140,7 +140,8 @@ class UserFunctionValue(Value):
             if isinstance(args[0], NNModuleValue):
                 return call_module(tx, args[0], list(args[1:]), kwargs)
         bound = self.bind(tx, args, kwargs)
-        return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__)
+        return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__,
+                              (self, list(args), dict(kwargs)))
 
     def bind(self, tx, args, kwargs) -> Dict[str, Value]:
         """The parameters of a call ``fn(*args, **kwargs)``, defaults read through the function's source."""
@@ -229,7 +230,8 @@ class NestedFunctionValue(Value):
 
         bound = bind_arguments(tx, self.code, self.code.co_name, args, kwargs,
                                lambda i: defaults[i], kwdefault_of, len(defaults))
-        return tx.inline_call(self.code, self.f_globals, self.closure, bound, self.code.co_name)
+        return tx.inline_call(self.code, self.f_globals, self.closure, bound, self.code.co_name,
+                              (self, list(args), dict(kwargs)))
 
     def children(self):
         out = list(self.closure)

@@ -59,6 +59,59 @@ def list_iterator_at(lst: list, pos: int):
     return it
 
 
+class SequenceIteratorAtValue(IteratorValue):
+    """``iter(seq)`` for an immutable sequence (a str, bytes, tuple or range
+    constant, or a tuple value) over its items.  Reconstructs as a real
+    iterator of the sequence's own kind at the same position; once
+    exhausted, as CPython's, it no longer refers to the sequence."""
+
+    __slots__ = ("seq", "it_type", "empty", "done")
+
+    def __init__(self, items, seq, it_type, empty):
+        super().__init__(items)
+        self.seq, self.it_type, self.empty, self.done = seq, it_type, empty, False
+
+    def python_type(self):
+        return self.it_type
+
+    def next(self, tx):
+        v = None if self.done else super().next(tx)
+        self.done = v is None
+        return v
+
+    def unpack(self, tx):
+        out = [] if self.done else super().unpack(tx)
+        self.done = True
+        return out
+
+    def children(self):
+        return () if self.done else (self.seq,)
+
+    def reconstruct(self, cg):
+        if self.done:
+            cg.push_callable(exhausted_iterator)
+            cg.load_object(self.empty)
+            cg.call(1)
+            return
+        cg.push_callable(list_iterator_at)
+        cg.reconstruct(self.seq)
+        cg.load_object(self.pos)
+        cg.call(2)
+
+
+def exhausted_iterator(empty):
+    """A real iterator of ``empty``'s kind that has already said it is exhausted."""
+    it = iter(empty)
+    next(it, None)
+    return it
+
+
+def sequence_iterator(seq, items, real) -> IteratorValue:
+    """The iterator value of immutable sequence value ``seq`` (standing for ``real``, or a tuple)."""
+    return SequenceIteratorAtValue(items, seq, type(iter(real)), type(real)() if not isinstance(real, range)
+                                   else range(0))
+
+
 class ListReversedIteratorValue(IteratorValue):
     """``reversed(lst)`` for a list value: like CPython's, it keeps an index
     that counts down and reads the list as it is at each step.  Reconstructs

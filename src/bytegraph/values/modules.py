@@ -431,17 +431,14 @@ class NewObjectValue(Value):
             return IteratorValue([const(k) for k in self.items])
         method = self._dunder(tx, "__iter__")
         if method is None:
-            if special_lookup(self.cls, "__iter__") is NO_ATTR and special_lookup(self.cls, "__getitem__") is NO_ATTR:
+            declared = special_lookup(self.cls, "__iter__")
+            if declared is NO_ATTR and self._dunder(tx, "__getitem__") is not None:
+                from .generators import SequenceIteratorValue
+                return SequenceIteratorValue(self)  # the old protocol: __getitem__(0), (1), ...
+            if declared is None or (declared is NO_ATTR and special_lookup(self.cls, "__getitem__") is NO_ATTR):
                 tx.raise_python_exception(TypeError(f"'{self.cls.__name__}' object is not iterable"))
             raise Unsupported(f"iterating a {self.cls.__name__} object", kind="unsupported_iter")
-        it = method.call(tx, [], {})
-        if it is self:
-            # an iterator that is its own __iter__: advanced one __next__ at a
-            # time, as the loop asks, never run ahead
-            if self._dunder(tx, "__next__") is None:
-                tx.raise_python_exception(TypeError(f"iter() returned non-iterator of type '{self.cls.__name__}'"))
-            return UserIteratorValue(self)
-        return it if isinstance(it, IteratorValue) else it.get_iter(tx)
+        return iterator_from(tx, method.call(tx, [], {}))
 
     def unpack(self, tx):
         return self.get_iter(tx).unpack(tx)
@@ -616,6 +613,28 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
     return value
 
 
+_ABSENT = object()
+
+
+def iterator_from(tx, it: Value) -> IteratorValue:
+    """What ``iter(obj)`` returns when ``obj.__iter__()`` returned ``it``: an
+    iterator value, or a user object advanced by its ``__next__`` one item at
+    a time, as the consumer asks (never run ahead)."""
+    from .objects import UserObjectValue
+    if isinstance(it, IteratorValue):
+        return it
+    try:
+        cls = it.python_type()
+    except NotImplementedError:
+        cls = None
+    if cls is not None and not hasattr(cls, "__next__"):
+        tx.raise_python_exception(TypeError(f"iter() returned non-iterator of type '{cls.__name__}'"))
+    if isinstance(it, (NewObjectValue, UserObjectValue)) and \
+            isinstance(getattr(cls, "__next__", None), types.FunctionType):
+        return UserIteratorValue(it)
+    raise Unsupported(f"iter() returned a {it.type_name()}", kind="unsupported_iter")
+
+
 class UserIteratorValue(IteratorValue):
     """A user iterator made in the trace (``__iter__`` returns itself): each
     ``next`` runs its ``__next__`` in the trace.  Reconstructs as the object."""
@@ -631,8 +650,10 @@ class UserIteratorValue(IteratorValue):
 
     def next(self, tx):
         from ..errors import UserException
+        obj = self.obj
+        method = obj._dunder(tx, "__next__") if isinstance(obj, NewObjectValue) else obj.dunder(tx, "__next__")
         try:
-            return self.obj._dunder(tx, "__next__").call(tx, [], {})
+            return method.call(tx, [], {})
         except UserException as e:
             if issubclass(e.value.python_type(), StopIteration):
                 return None

@@ -211,16 +211,22 @@ class UserObjectValue(Value):
     def truth(self, tx):
         return dunder_truth(tx, type(self.obj), lambda name: self.dunder(tx, name))
 
-    def unpack(self, tx):
+    def get_iter(self, tx):
+        from .modules import iterator_from
+        cls = type(self.obj)
         method = self.dunder(tx, "__iter__")
         if method is not None:
-            return method.call(tx, [], {}).unpack(tx)
-        getitem, length = self.dunder(tx, "__getitem__"), self.dunder(tx, "__len__")
-        if getitem is not None and length is not None and not hasattr(type(self.obj), "__iter__"):
-            # the sequence protocol: obj[0], obj[1], ... up to len(obj)
-            n = length.call(tx, [], {}).as_constant()
-            return [getitem.call(tx, [const(i)], {}) for i in range(n)]
-        return super().unpack(tx)
+            return iterator_from(tx, method.call(tx, [], {}))
+        if not hasattr(cls, "__iter__") and self.dunder(tx, "__getitem__") is not None:
+            # the sequence protocol: obj[0], obj[1], ... until IndexError (len() is not asked)
+            from .generators import SequenceIteratorValue
+            return SequenceIteratorValue(self)
+        if getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+            tx.raise_python_exception(TypeError(f"'{cls.__name__}' object is not iterable"))
+        raise Unsupported(f"iterating over a {cls.__name__} object", kind="unsupported_iter")
+
+    def unpack(self, tx):
+        return self.get_iter(tx).unpack(tx)
 
     def getitem(self, tx, key):
         method = self.dunder(tx, "__getitem__")

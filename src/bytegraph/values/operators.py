@@ -348,6 +348,7 @@ def contains(tx, container: Value, item: Value) -> bool:
             return item.as_constant() in container.as_constant()
         except TypeError as e:
             tx.raise_python_exception(e)
+    from .generators import iterate
     from .modules import NewObjectValue
     from .objects import NO_ATTR, UserObjectValue, special_lookup
     if type(container) in (UserObjectValue, NewObjectValue) and not issubclass(container.python_type(), dict):
@@ -362,7 +363,13 @@ def contains(tx, container: Value, item: Value) -> bool:
                               kind="unsupported_operator")
         if special_lookup(cls, "__iter__") is NO_ATTR and special_lookup(cls, "__getitem__") is NO_ATTR:
             tx.raise_python_exception(TypeError(f"argument of type '{cls.__name__}' is not iterable"))
-    for v in container.unpack(tx):
+    if isinstance(container, BaseListValue):
+        items = container.items
+    else:
+        # iterated up to the first match, no further (an iterator keeps the rest)
+        it = iterate(tx, container)
+        items = iter(lambda: it.next(tx), None)
+    for v in items:
         # like Python: identity first, then ``==`` (whose truth is data-dependent for a tensor)
         if same_object(tx, v, item):
             return True
@@ -384,7 +391,10 @@ def getitem(tx, obj: Value, index: Value) -> Value:
             raise Unsupported("indexing a list with a tensor", kind="data_dependent")
         return obj.getitem(tx, index)
     if isinstance(obj, RangeValue):
-        out = obj.value[index.as_constant()]
+        try:
+            out = obj.value[index.as_constant()]
+        except (IndexError, TypeError) as e:
+            tx.raise_python_exception(e)
         return RangeValue(out) if isinstance(out, range) else const(out)
     if obj.is_constant() and index.is_constant():
         return _fold(tx, operator.getitem, obj, index)

@@ -1,0 +1,277 @@
+"""Builtins that iterate: the lazy iterator makers (``enumerate``, ``zip``,
+``map``, ``filter``, ``reversed``, ``iter``, ``next``, ``itertools``) and the
+consumers that pull items in Python's order (``sum``, ``min``/``max``,
+``any``/``all``, ``functools.reduce``), stopping where Python stops.
+
+Part of the builtin table (:mod:`.builtins_table` merges :data:`ITERATION_HANDLERS`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+from typing import List
+
+from .. import config
+from ..errors import Unsupported
+from .base import Value, all_constant
+from .constants import NONE, const, is_none
+from .containers import IteratorValue, ListValue, TupleValue
+from .generators import (AccumulateValue, ChainValue, EnumerateValue, FilterValue, GeneratorValue, IsliceValue,
+                         LazyIteratorValue, MapValue, SnapshotIteratorValue, ZipValue, iterate,
+                         raise_stop_iteration)
+from .operators import binary_op
+from .tensors import TensorValue
+
+
+def _iter_items(tx, v: Value) -> List[Value]:
+    if isinstance(v, IteratorValue):
+        return v.unpack(tx)
+    return v.unpack(tx)
+
+
+def _check_args(tx, name: str, args, kwargs, n_min: int, n_max: int, keywords=()) -> None:
+    """CPython's TypeError for a bad call of builtin ``name`` (argument counts, keywords)."""
+    if len(args) > n_max:
+        tx.raise_python_exception(TypeError(f"{name}() takes at most {n_max} arguments ({len(args)} given)"))
+    for k in kwargs:
+        if k not in keywords:
+            tx.raise_python_exception(TypeError(f"{name}() got an unexpected keyword argument '{k}'"))
+    if len(args) + len(kwargs) < n_min:
+        tx.raise_python_exception(TypeError(f"{name}() takes at least {n_min} arguments ({len(args)} given)"))
+
+
+def _enumerate(tx, args, kwargs):
+    _check_args(tx, "enumerate", args, kwargs, 1, 2, ("iterable", "start"))
+    bound = dict(zip(("iterable", "start"), args))
+    for k, v in kwargs.items():
+        if k in bound:
+            tx.raise_python_exception(TypeError(f"argument for enumerate() given by name ('{k}') and position"))
+        bound[k] = v
+    if "iterable" not in bound:
+        tx.raise_python_exception(TypeError("enumerate() missing required argument 'iterable'"))
+    it = iterate(tx, bound["iterable"])
+    start = bound.get("start", const(0))
+    if not start.is_constant():
+        raise Unsupported("enumerate() with a start that is not a constant", kind="unsupported_builtin")
+    if not isinstance(start.as_constant(), int):
+        tx.raise_python_exception(TypeError(f"'{type(start.as_constant()).__name__}' object cannot be interpreted "
+                                            "as an integer"))
+    return EnumerateValue(it, int(start.as_constant()))
+
+
+def _zip(tx, args, kwargs):
+    _check_args(tx, "zip", args, kwargs, 0, len(args), ("strict",))
+    strict = kwargs.get("strict")
+    return ZipValue([iterate(tx, a) for a in args], bool(strict is not None and strict.truth(tx)))
+
+
+def _map(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("map() takes no keyword arguments"))
+    if len(args) < 2:
+        tx.raise_python_exception(TypeError("map() must have at least two arguments."))
+    fn, *its = args
+    return MapValue(fn, [iterate(tx, a) for a in its])
+
+
+def _filter(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("filter() takes no keyword arguments"))
+    if len(args) != 2:
+        tx.raise_python_exception(TypeError(f"filter expected 2 arguments, got {len(args)}"))
+    fn, it = args
+    return FilterValue(fn, iterate(tx, it))
+
+
+def _reversed(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("reversed() takes no keyword arguments"))
+    if len(args) != 1:
+        tx.raise_python_exception(TypeError(f"reversed expected 1 argument, got {len(args)}"))
+    v = args[0]
+    t = v.python_type()
+    if isinstance(v, IteratorValue) or not (hasattr(t, "__reversed__") or
+                                            (hasattr(t, "__len__") and hasattr(t, "__getitem__"))):
+        tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
+    if type(v) is ListValue:
+        from .iterators import ListReversedIteratorValue
+        return ListReversedIteratorValue(v)
+    return IteratorValue(list(reversed(_iter_items(tx, v))))
+
+
+def _iter(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("iter() takes no keyword arguments"))
+    if not 1 <= len(args) <= 2:
+        tx.raise_python_exception(TypeError(f"iter expected at most 2 arguments, got {len(args)}"
+                                            if args else "iter expected at least 1 argument, got 0"))
+    if len(args) == 1 and isinstance(args[0], IteratorValue):
+        return args[0]
+    if len(args) == 1 and not kwargs:
+        return args[0].get_iter(tx)
+    raise Unsupported("iter(callable, sentinel)", kind="unsupported_builtin")
+
+
+def _next(tx, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 2:
+        tx.raise_python_exception(TypeError("next expected 1 or 2 positional arguments"))
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"next() on {it.type_name()}", kind="unsupported_builtin")
+    v = it.next(tx)
+    if v is None:
+        if len(args) > 1:
+            return args[1]
+        raise_stop_iteration(tx, it.result if isinstance(it, GeneratorValue) else NONE)
+    return v
+
+
+def _items_with_keys(tx, iterable: Value, key):
+    """Pull every item, calling ``key`` on each as it arrives (as min/max do)."""
+    it = iterate(tx, iterable)
+    items, keys = [], []
+    while (v := it.next(tx)) is not None:
+        items.append(v)
+        keys.append(key.call(tx, [v], {}) if key is not None else v)
+        if len(items) > config.max_generator_items:
+            raise Unsupported("an endless iterator", kind="generator")
+    return items, keys
+
+
+def _reduce_minmax(fn):
+    def handler(tx, args, kwargs):
+        key = kwargs.pop("key", None)
+        if key is not None and is_none(key):
+            key = None
+        default = kwargs.pop("default", None)
+        if len(args) == 1:
+            if key is None and not isinstance(args[0], LazyIteratorValue):
+                items = _iter_items(tx, args[0])
+                keys = items
+            else:
+                items, keys = _items_with_keys(tx, args[0], key)
+        else:
+            items, keys = _items_with_keys(tx, TupleValue(list(args)), key)
+        if not items:
+            if default is not None:
+                return default
+            tx.raise_python_exception(ValueError(f"{fn.__name__}() arg is an empty sequence"))
+        if any(isinstance(v, TensorValue) for v in items) and key is None:
+            # NOTE: not torch.maximum: Python compares with ``bool(a < b)`` (an error for
+            # tensors of several elements) and returns one of the operands itself.
+            raise Unsupported(f"{fn.__name__}() over tensors compares tensor values", kind="data_dependent",
+                              hint=f"use torch.{'maximum' if fn is max else 'minimum'}")
+        if key is None and all_constant(items):
+            return const(fn(v.as_constant() for v in items))
+        ks = [k.as_constant() for k in keys]
+        best = fn(range(len(items)), key=lambda i: ks[i])
+        return items[best]
+    return handler
+
+
+def _sum(tx, args, kwargs):
+    start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
+    it = iterate(tx, args[0])
+    acc = start
+    # each item is added as it is pulled, as Python does
+    n = 0
+    while (v := it.next(tx)) is not None:
+        acc = binary_op(tx, operator.add, acc, v)
+        n += 1
+        if n > config.max_generator_items:
+            raise Unsupported("sum() of an endless iterator", kind="generator")
+    return acc
+
+
+def _any_all(fn):
+    def handler(tx, args, kwargs):
+        it = iterate(tx, args[0])
+        n = 0
+        # stops at the first item that decides, pulling nothing after it
+        while (v := it.next(tx)) is not None:
+            if v.truth(tx) is (fn is any):
+                return const(fn is any)
+            n += 1
+            if n > config.max_generator_items:
+                raise Unsupported(f"{fn.__name__}() of an endless iterator", kind="generator")
+        return const(fn is all)
+    return handler
+
+
+def _islice(tx, args, kwargs):
+    if kwargs or not 2 <= len(args) <= 4:
+        raise Unsupported("itertools.islice with these arguments", kind="unsupported_builtin")
+    if not all_constant(args[1:]):
+        raise Unsupported("itertools.islice with non-constant bounds", kind="unsupported_builtin")
+    bounds = [a.as_constant() for a in args[1:]]
+    try:
+        s = slice(*bounds) if len(bounds) > 1 else slice(bounds[0])
+        itertools.islice((), s.start, s.stop, s.step)  # CPython's argument checks
+    except (ValueError, TypeError) as e:
+        tx.raise_python_exception(e)
+    return IsliceValue(iterate(tx, args[0]), args, s.start or 0, s.stop, s.step or 1)
+
+
+def _chain(tx, args, kwargs):
+    if kwargs:
+        raise Unsupported("itertools.chain with keyword arguments", kind="unsupported_builtin")
+    return ChainValue(list(args))
+
+
+def _rearranging(fn):
+    """``itertools.product``/``combinations``/``permutations``: computed over
+    the positions of the inputs' items, so the items may be any values."""
+    def handler(tx, args, kwargs):
+        if not all_constant(kwargs.values()):
+            raise Unsupported(f"itertools.{fn.__name__} with non-constant options", kind="unsupported_call")
+        options = {k: v.as_constant() for k, v in kwargs.items()}
+        if fn is itertools.product:
+            lists = [_iter_items(tx, a) for a in args]
+            positions = fn(*[range(len(items)) for items in lists], **options)
+            return SnapshotIteratorValue([TupleValue([lists[j % len(lists)][i] for j, i in enumerate(p)])
+                                          for p in positions], fn)
+        items = _iter_items(tx, args[0])
+        extra = [a.as_constant() for a in args[1:]]
+        return SnapshotIteratorValue([TupleValue([items[i] for i in p])
+                                      for p in fn(range(len(items)), *extra, **options)], fn)
+    return handler
+
+
+def _reduce(tx, args, kwargs):
+    """``functools.reduce(fn, iterable[, initial])``, folded item by item as they are pulled."""
+    if kwargs or not 2 <= len(args) <= 3:
+        tx.raise_python_exception(TypeError("reduce expected 2 or 3 positional arguments"))
+    fn, it = args[0], iterate(tx, args[1])
+    acc = args[2] if len(args) == 3 else it.next(tx)
+    if acc is None:
+        tx.raise_python_exception(TypeError("reduce() of empty iterable with no initial value"))
+    n = 0
+    while (item := it.next(tx)) is not None:
+        acc = fn.call(tx, [acc, item], {})
+        n += 1
+        if n > config.max_generator_items:
+            raise Unsupported("reduce() of an endless iterator", kind="generator")
+    return acc
+
+
+def _accumulate(tx, args, kwargs):
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    if func is not None and is_none(func):
+        func = None
+    initial = kwargs.get("initial")
+    if initial is not None and is_none(initial):
+        initial = None
+    return AccumulateValue(iterate(tx, args[0]), args, func, initial)
+
+
+ITERATION_HANDLERS = {
+    enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed, iter: _iter, next: _next,
+    min: _reduce_minmax(min), max: _reduce_minmax(max), sum: _sum, any: _any_all(any), all: _any_all(all),
+    itertools.islice: _islice, itertools.chain: _chain, itertools.accumulate: _accumulate,
+    functools.reduce: _reduce,
+    itertools.product: _rearranging(itertools.product),
+    itertools.combinations: _rearranging(itertools.combinations),
+    itertools.permutations: _rearranging(itertools.permutations),
+}
