@@ -2625,3 +2625,26 @@ def test_frames_run_while_a_builtin_is_patched_do_not_break_the_compiler():
         assert run_both(f, "7")[:2] == (("ok", (True, True, 1)), ("ok", (True, True, 1)))
     finally:
         config.raise_on_error = False
+
+
+def test_break_right_after_a_store_in_a_comprehension_keeps_the_null_slot():
+    import weakref
+
+    class Act:
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            return x * self.k
+
+    acts = {"a": Act(2), "b": Act(3)}
+    log = []
+    for a in acts.values():
+        weakref.finalize(a, log.append, "fin")  # rebinding the loop variable breaks after it
+
+    def f(x):
+        return [fn(x) for fn in acts.values()], [act(x) for act in (abs, lambda v: v * 0)]
+
+    eager, compiled, fallbacks, frames = run_both(f, -2)
+    assert compiled == eager == ("ok", ([-4, -6], [2, 0]))
+    assert fallbacks == 0 and frames > 0

@@ -527,6 +527,8 @@ class BreakEmitter:
             mask = tuple(before[:kept]) + (True, False)
         elif ins.opname == "LOAD_GLOBAL" and (ins.arg or 0) & 1:
             mask = tuple(before[:kept]) + (True, False)
+        elif ins.opname == "PUSH_NULL":
+            mask = tuple(before[:kept]) + (True,)  # (a break may land on it: see Frame.break_next)
         return mask
 
     def _emit_loop(self, states) -> None:

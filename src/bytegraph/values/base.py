@@ -250,8 +250,11 @@ def check_release(value: Optional[Value]) -> None:
 
 def has_finalizer(obj) -> bool:
     """``obj`` runs code when it dies: ``__del__``, or weakref callbacks."""
-    if isinstance(obj, type):
-        return False  # classes die with their module; their weakrefs are the subclass lists
+    import types
+    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType)):
+        # classes, functions and modules live as long as their module; weakrefs
+        # to them are caches and subclass lists
+        return False
     import torch
     if isinstance(obj, (torch.Tensor, torch.nn.Module)):
         # their weakref callbacks are torch's bookkeeping (fake-tensor memos,
@@ -264,4 +267,13 @@ def has_finalizer(obj) -> bool:
         refs = weakref.getweakrefs(obj)
     except TypeError:
         return False
-    return any(getattr(r, "__callback__", None) is not None for r in refs)
+    return any(_program_callback(getattr(r, "__callback__", None)) for r in refs)
+
+
+def _program_callback(cb) -> bool:
+    """A weakref callback of the program, not bytegraph's or torch's own
+    bookkeeping (guards drop their cache entry when a guarded object dies)."""
+    if cb is None:
+        return False
+    module = getattr(cb, "__module__", None) or getattr(getattr(cb, "__func__", None), "__module__", None) or ""
+    return not (module.startswith("bytegraph") or module.startswith("torch"))

@@ -711,6 +711,12 @@ def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
         given = len(args) + len(kwargs)
         if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or \
                 len(args) > (n_max if pos_max is None else pos_max):
+            # CPython checks the count before anything else: its own message,
+            # from a call with as many placeholders
+            try:
+                fn(*[None] * len(args), **{k: None for k in kwargs})
+            except TypeError as e:
+                tx.raise_python_exception(e)
             tx.raise_python_exception(TypeError(f"{fn.__name__}() takes from {n_min} to {n_max} arguments "
                                                 f"({given} given)"))
         return handler(tx, args, kwargs)
