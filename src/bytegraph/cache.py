@@ -245,16 +245,7 @@ class FrameRunner(FrameCache):
     closure_param = True
 
     def __call__(self, fn, /, *args):
-        cells = fn.__closure__
-        for entry in self._entries:
-            try:
-                hit = entry.guard.check(cells, *args)
-            except TypeError:
-                break
-            if hit:
-                STATS.cache_hits += 1
-                return entry.call_with_closure(fn, args)
-        return self._miss(fn, args, {})
+        return self.select(fn, *args)(*args)
 
     def select(self, fn, /, *args):
         """The function to call with ``args`` for generated function ``fn``

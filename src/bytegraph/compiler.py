@@ -111,19 +111,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             failure = _outside_open_contexts(trace, failure)
             trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
             plan = plan_break(failure)
-            trace = Trace(fn, policy, backend_name)
-            trace.stop_step = plan.step
-            try:
-                result = trace.run(args, kwargs)
-            except UserException:
-                return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
-            if trace.stopped_frame is None:
-                raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
-            for _ in range(_MAX_GENERATOR_REPLANS):
-                moved = _break_before_live_generator(trace, plan, runner_for)
-                if moved is None:
-                    break
-                plan = plan_break(moved)
+            for attempt in range(_MAX_GENERATOR_REPLANS + 1):
                 trace = Trace(fn, policy, backend_name)
                 trace.stop_step = plan.step
                 try:
@@ -132,6 +120,12 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
                     return _original_code_entry(trace, fn, kept, closure_param, start, raises=True)
                 if trace.stopped_frame is None:
                     raise Unsupported("the retrace did not reach the planned graph break", kind="internal")
+                # a generator that ran cannot be handed on: the break may move to the call that made it
+                moved = _break_before_live_generator(trace, plan, runner_for) \
+                    if attempt < _MAX_GENERATOR_REPLANS else None
+                if moved is None:
+                    break
+                plan = plan_break(moved)
         se = trace.side_effects
         if plan is not None:
             emitter = BreakEmitter(None, trace, plan, runner_for)

@@ -11,7 +11,20 @@ if TYPE_CHECKING:
     from .containers import ListValue
 
 
-class ListIteratorValue(IteratorValue):
+class _SteppedIterator(IteratorValue):
+    """An iterator whose ``unpack`` takes its items one ``next`` at a time
+    (each step reads its container as it is then)."""
+
+    __slots__ = ()
+
+    def unpack(self, tx):
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
+
+class ListIteratorValue(_SteppedIterator):
     """``iter(lst)`` for a list value: each step reads the list as it is then
     (a loop that appends or pops sees it, as in Python).  Reconstructs as
     a real list iterator over the rebuilt list, at the same position."""
@@ -30,12 +43,6 @@ class ListIteratorValue(IteratorValue):
         v = self.lst.items[self.pos]
         self.pos += 1
         return v
-
-    def unpack(self, tx):
-        out = []
-        while (v := self.next(tx)) is not None:
-            out.append(v)
-        return out
 
     def children(self):
         return (self.lst,)
@@ -112,7 +119,7 @@ def sequence_iterator(seq, items, real) -> IteratorValue:
                                    else range(0))
 
 
-class ListReversedIteratorValue(IteratorValue):
+class ListReversedIteratorValue(_SteppedIterator):
     """``reversed(lst)`` for a list value: like CPython's, it keeps an index
     that counts down and reads the list as it is at each step.  Reconstructs
     as a real ``list_reverseiterator`` over the rebuilt list at that index."""
@@ -135,12 +142,6 @@ class ListReversedIteratorValue(IteratorValue):
         self.index = -1  # exhausted for good
         return None
 
-    def unpack(self, tx):
-        out = []
-        while (v := self.next(tx)) is not None:
-            out.append(v)
-        return out
-
     def children(self):
         return (self.lst,)
 
@@ -162,7 +163,7 @@ def list_reversed_at(lst: list, index: int):
     return it
 
 
-class SizedIteratorValue(IteratorValue):
+class SizedIteratorValue(_SteppedIterator):
     """An iterator over a dict (its keys, values or items: ``kind``) or a
     set (``kind="set"``): like Python's, it raises ``RuntimeError`` when the
     container changed size under it.  Reconstructs as a real iterator of the
@@ -189,12 +190,6 @@ class SizedIteratorValue(IteratorValue):
         if v is None:
             self.done = True  # exhausted: it no longer looks at its container
         return v
-
-    def unpack(self, tx):
-        out = []
-        while (v := self.next(tx)) is not None:
-            out.append(v)
-        return out
 
     def children(self):
         return (self.container,)
