@@ -2648,3 +2648,15 @@ def test_break_right_after_a_store_in_a_comprehension_keeps_the_null_slot():
     eager, compiled, fallbacks, frames = run_both(f, -2)
     assert compiled == eager == ("ok", ([-4, -6], [2, 0]))
     assert fallbacks == 0 and frames > 0
+
+
+def test_equal_strings_keep_their_identity_across_a_break():
+    import operator
+
+    def f():
+        a = b = "xyzpdq"
+        c = a[:3] + b[3:]
+        print("", end="", file=io.StringIO())   # a break: a and c are rebuilt
+        return operator.is_(a, c), a is c, operator.is_(a, b), a == c
+
+    assert run_both(f)[:2] == (("ok", (False, False, True, True)),) * 2

@@ -122,6 +122,15 @@ class Codegen:
 
     def load_object(self, obj) -> None:
         """Push ``obj`` itself (as a code constant)."""
+        if type(obj) in (str, bytes) and len(obj) > 1:
+            # equal constants share one slot of co_consts, and the code object
+            # constructor interns name-like strings: an equal string that is
+            # another object in the program would become the same object
+            ref = _Ref(obj)
+            self._keepalive.append(ref)
+            self.emit("LOAD_CONST", ref)
+            self.emit("LOAD_ATTR", "obj")
+            return
         if type(obj) in _SIMPLE_CONSTS or _hashable(obj):
             self.emit("LOAD_CONST", obj)
         else:
