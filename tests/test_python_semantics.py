@@ -2660,3 +2660,13 @@ def test_equal_strings_keep_their_identity_across_a_break():
         return operator.is_(a, c), a is c, operator.is_(a, b), a == c
 
     assert run_both(f)[:2] == (("ok", (False, False, True, True)),) * 2
+
+
+def test_reversed_range_is_a_range_iterator():
+    def f(n):
+        it = reversed(range(n))
+        first = next(it)
+        print("", end="", file=io.StringIO())   # a break: the iterator is rebuilt
+        return type(it).__name__, first, list(it)
+
+    assert run_both(f, 4)[:2] == (("ok", ("range_iterator", 3, [2, 1, 0])),) * 2

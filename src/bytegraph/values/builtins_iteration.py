@@ -17,7 +17,7 @@ from .. import config
 from ..errors import Unsupported
 from .base import Value, all_constant
 from .constants import NONE, const, is_none
-from .containers import IteratorValue, ListValue, TupleValue
+from .containers import IteratorValue, ListValue, RangeValue, TupleValue
 from .generators import (AccumulateValue, ChainValue, EnumerateValue, FilterValue, GeneratorValue, IsliceValue,
                          LazyIteratorValue, MapValue, SnapshotIteratorValue, ZipValue, iterate,
                          raise_stop_iteration)
@@ -98,6 +98,9 @@ def _reversed(tx, args, kwargs):
     if type(v) is ListValue:
         from .iterators import ListReversedIteratorValue
         return ListReversedIteratorValue(v)
+    if isinstance(v, RangeValue):
+        # reversed(range) is a range_iterator over the reversed range, in CPython
+        return RangeValue(v.value[::-1]).get_iter(tx)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 
