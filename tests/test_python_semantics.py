@@ -2670,3 +2670,10 @@ def test_reversed_range_is_a_range_iterator():
         return type(it).__name__, first, list(it)
 
     assert run_both(f, 4)[:2] == (("ok", ("range_iterator", 3, [2, 1, 0])),) * 2
+
+
+def test_isinstance_of_a_plain_int_against_another_class_is_traced():
+    def f(n):
+        return isinstance(n, float), isinstance(n, (str, bytes)), isinstance(True, int)
+
+    assert_same_clean(f, 3)

@@ -175,7 +175,9 @@ def _type_check(tx, t: type, cls) -> bool:
         tx.raise_python_exception(e)
     from .objects import special_lookup
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
-            t.__getattribute__ is not object.__getattribute__:
+            special_lookup(t, "__getattribute__") is not object.__dict__["__getattribute__"]:
+        # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
+        # wrapper object on every access, never ``object``'s by identity)
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
     return False
 
