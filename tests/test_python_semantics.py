@@ -2778,3 +2778,87 @@ def test_sort_by_id_across_a_break_in_a_callee():
 
     for _ in range(3):
         assert_same_clean(f, (1, 2, 3, 4))
+
+
+# ---------------------------------------------------------------------------
+# --- wt-fc: functools / collections / copy / abc (extra CPython modules)
+
+
+def _wtfc_break():
+    sys._getframe(0)  # a graph break inside a callee
+    return 1
+
+
+def test_nested_function_keeps_its_annotations():
+    import functools
+    import typing
+
+    def f():
+        def g(a: int, b: "str" = "x") -> list:
+            pass
+
+        def h():
+            pass
+
+        first = g.__annotations__
+        hints = typing.get_type_hints(g)
+        wrapper = functools.update_wrapper(lambda: None, g)
+        h.__annotations__["k"] = 1  # the dict made on first read persists
+        return (first, first is g.__annotations__, hints, wrapper.__annotations__ is first,
+                h.__annotations__, g)
+
+    eager, compiled, fallbacks, _ = run_both(f)
+    assert compiled[1][:5] == eager[1][:5] and fallbacks == 0
+    # the function rebuilt after the trace has them too
+    assert compiled[1][5].__annotations__ == {"a": int, "b": "str", "return": list}
+
+
+def test_nested_function_annotations_survive_a_break():
+    def f():
+        def g(a: int) -> str:
+            pass
+        _wtfc_break()
+        return g.__annotations__
+
+    assert_same_clean(f)
+
+
+def test_frozenset_identity_across_a_break_in_a_callee():
+    import copy
+
+    def ident(y):
+        sys._getframe(0)
+        return y
+
+    def f():
+        x = frozenset([1, 2, 3])
+        return ident(x) is x, copy.copy(x) is x, copy.deepcopy(x) is x
+
+    assert_same_clean(f)
+
+
+def test_locals_released_when_a_break_in_a_callee_resumes_the_frame():
+    import weakref
+
+    class C:
+        pass
+
+    def f():
+        c = C()
+        r = weakref.ref(c)
+        _wtfc_break()
+        del c  # the last reference: the frame that called the continuation must not hold another
+        return r() is None
+
+    def g():
+        c = C()
+        r = weakref.ref(c)
+        try:
+            raise ValueError
+        except ValueError:
+            _wtfc_break()
+            del c
+            return r() is None
+
+    assert_same_clean(f)
+    assert_same_clean(g)

@@ -301,7 +301,7 @@ class BreakEmitter:
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False, tail: bool = False, exc_levels=()) -> None:
+                    thunk: bool = False, tail: bool = False, exc_levels=(), keep=()) -> None:
         """Call the resume function of ``frame`` at ``index``.  With ``tail``
         (the call's result is returned at once), bytegraph's own temporaries
         and generated parameters are cleared once the arguments are loaded:
@@ -333,11 +333,11 @@ class BreakEmitter:
                     cg.reconstruct(v)
                 n += len(locals_)
             if tail:
-                self._clear_own_names()
+                self._clear_own_names(keep)
             return n
         self.call_generated(frame, code, args, thunk)
 
-    def _clear_own_names(self) -> None:
+    def _clear_own_names(self, keep=()) -> None:
         """Drop this frame's references before its tail call: the arguments
         moved the live values (and the still-bound dead ones, see
         :func:`_keeps_alive`) into the continuation, which from now on is the
@@ -347,6 +347,8 @@ class BreakEmitter:
         names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
         names += [n for n in code.co_varnames if n not in code.co_cellvars]
         for name in dict.fromkeys(names):
+            if name in keep:
+                continue  # (still read after the call returns or raises)
             cg.emit("LOAD_CONST", None)
             cg.emit("STORE_FAST", name)
 
@@ -688,7 +690,10 @@ class BreakEmitter:
                         if ins.exn is None:
                             ins.exn = entry
                     self._restore_exc_info(outer_prev)
-                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels)
+                # a tail call: only the handler cleanup below still needs one
+                # of this frame's names (the saved previous exception)
+                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels,
+                                 tail=True, keep=(outer_prev,))
                 cg.emit("RETURN_VALUE")
                 if levels:
                     cg.instrs.append(cleanup)

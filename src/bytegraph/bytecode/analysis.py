@@ -213,9 +213,22 @@ def stack_depths(instrs) -> list:
                 work.append((index[id(ins.target)], d + stack_effect(ins, True)))
             if ins.opname in terminators:
                 break
-            d += stack_effect(ins, False)
+            d += _runtime_effect(ins)
             k += 1
     return depth
+
+
+def _runtime_effect(ins) -> int:
+    """The fall-through effect as the interpreter runs it: ``PRECALL`` leaves
+    the stack alone and ``CALL`` pops the callable (or NULL), ``self`` and the
+    arguments.  (The compiler's split, ``-arg`` then ``-1``, is the same over
+    the pair, but a resume function enters at the ``CALL`` itself, with the
+    whole call on the stack: the depths after it must still be exact.)"""
+    if ins.opname == "PRECALL":
+        return 0
+    if ins.opname == "CALL":
+        return -(ins.arg + 1)
+    return stack_effect(ins, False)
 
 
 def find_loops(instrs) -> list:

@@ -125,8 +125,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
                        Guard("SET_MATCH", source, frozenset(obj)))
         value = SetValue([ConstantValue(k) if _literal(k) else _identity_key_value(tx, k) for k in obj],
                          source, frozen=(t is frozenset), existing=obj)
-        if t is set:
-            se.track_existing(obj, value)
+        # a frozenset too is one value per real object: ``is`` between two of
+        # them is answered by the side-effect table (a frozenset reached
+        # through two locals, or returned from a helper, is the same object)
+        se.track_existing(obj, value)
         return value
     if t is range:
         _id_or_const(guards, source, obj)

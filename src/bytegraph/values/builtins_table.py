@@ -592,7 +592,8 @@ def _copy(tx, args, kwargs):
         return ListValue(list(v.items))
     if type(v) is DictValue:
         return DictValue(dict(v.entries), cls=v.cls, default_factory=v.default_factory)
-    if type(v) is SetValue and not v.frozen:
+    if type(v) is SetValue:
+        # (an exact frozenset's copy is the frozenset itself)
         return v.call_method(tx, "copy", [], {})
     raise Unsupported(f"copy.copy of a {v.type_name()}", kind="unsupported_call")
 

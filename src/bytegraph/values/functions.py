@@ -177,7 +177,7 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -190,8 +190,6 @@ class NestedFunctionValue(Value):
         self.qualname = qualname
         #: attributes set on the function during the trace (functools.wraps, fn.tag = ...)
         self.attrs: Dict[str, Value] = {}
-        #: made with annotations (MAKE_FUNCTION drops them; __annotations__ is then not modelled)
-        self.annotated = False
 
     def python_type(self):
         return types.FunctionType
@@ -210,8 +208,11 @@ class NestedFunctionValue(Value):
         if name == "__doc__":
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
-        if name == "__annotations__" and not self.annotated:
-            return DictValue()
+        if name == "__annotations__":
+            # CPython makes the (empty) dict on first access and keeps it: the
+            # same object on every read, and writes into it persist.
+            self.attrs[name] = DictValue()
+            return self.attrs[name]
         return super().get_attr(tx, name)
 
     def set_attr(self, tx, name, value):
@@ -464,9 +465,6 @@ class WrapsValue(Value):
                               kind="unsupported_call")
         wrapper, wrapped = args[0], self.wrapped
         if isinstance(wrapped, NestedFunctionValue):
-            if wrapped.annotated:
-                raise Unsupported("functools.wraps of an annotated function made in the trace",
-                                  kind="unsupported_call")
             extra = dict(wrapped.attrs)
         elif isinstance(wrapped, UserFunctionValue):
             src = wrapped.source
