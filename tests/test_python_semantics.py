@@ -2862,3 +2862,69 @@ def test_locals_released_when_a_break_in_a_callee_resumes_the_frame():
 
     assert_same_clean(f)
     assert_same_clean(g)
+
+
+def test_instance_dict_and_buffered_attribute_writes_agree():
+    import _functools
+    import functools
+
+    class O:
+        pass
+
+    def f(k):
+        o = O()
+        if k == 0:
+            o.x = 1
+            return dict(o.__dict__)
+        if k == 1:
+            d = o.__dict__
+            d["y"] = 2
+            return o.y
+        d = vars(o)
+        o.z = 3
+        return d.get("z"), sorted(d)
+
+    def lru():
+        # an object made by a C constructor (a break), then written to
+        w = _functools._lru_cache_wrapper(len, 2, False, functools._CacheInfo)
+        w.cache_parameters = 5
+        return dict(w.__dict__)
+
+    for k in range(3):
+        assert_same_clean(f, k)
+    assert_same_clean(lru)
+
+
+def test_abc_subclasshook_of_the_program_is_not_run_at_trace_time():
+    import abc
+
+    def f():
+        class A(metaclass=abc.ABCMeta):
+            @classmethod
+            def __subclasshook__(cls, C):
+                if cls is A:  # a cell the frame sets after the class is made
+                    return "foo" in C.__dict__
+                return NotImplemented
+
+        class B:
+            foo = 42
+
+        return issubclass(A, A), issubclass(B, A), isinstance(B(), A), issubclass(int, A)
+
+    def g():
+        class Err(Exception):
+            pass
+
+        def boom():
+            raise Err("from __subclasses__")
+
+        class S(metaclass=abc.ABCMeta):
+            __subclasses__ = boom
+
+        try:
+            issubclass(int, S)
+        except Err as e:
+            return str(e)
+
+    assert_same_clean(f)
+    assert_same_clean(g)

@@ -136,6 +136,48 @@ def _checker(tx, cls_value: Value, cls, name: str):
     return BoundMethodValue(tx.wrap(fn, AttrSource(ObjectSource(owner, owner.__qualname__), name)), cls_value)
 
 
+#: modules whose ``__subclasshook__``s only read the classes' MROs and dicts
+_PURE_HOOK_MODULES = _TRACE_TIME_CHECKERS + ("_collections_abc", "os", "contextlib", "builtins")
+
+
+def _check_abc_is_pure(derived, cls) -> None:
+    """Raise Unsupported unless the real ``issubclass(derived, cls)`` of an
+    ABC runs no program code: ``ABCMeta.__subclasscheck__`` calls the
+    ``__subclasshook__`` and ``__subclasses__()`` of ``cls`` and of every
+    class under it (its subclasses and registered classes, recursively); a
+    program's hook runs at trace time otherwise (reading a cell the trace has
+    not written yet, raising, or answering differently from run to run)."""
+    if not isinstance(derived, type):
+        raise Unsupported("issubclass() of a non-class against an ABC", kind="unsupported_builtin")
+    import abc as _abc
+    seen, work = set(), [cls]
+    while work:
+        k = work.pop()
+        if id(k) in seen:
+            continue
+        seen.add(id(k))
+        if not isinstance(k, type):
+            raise Unsupported("an ABC check reaching a non-class", kind="unsupported_builtin")
+        meta = type(k)
+        for owner in meta.__mro__:
+            if owner.__module__ not in _PURE_HOOK_MODULES and (
+                    "__subclasscheck__" in owner.__dict__ or "__subclasses__" in owner.__dict__):
+                raise Unsupported(f"issubclass() against {k.__qualname__}, whose metaclass checks in "
+                                  "program code", kind="unsupported_builtin")
+        for owner in k.__mro__:
+            if "__subclasses__" in owner.__dict__ or (
+                    "__subclasshook__" in owner.__dict__ and owner.__module__ not in _PURE_HOOK_MODULES):
+                raise Unsupported(f"issubclass() against {k.__qualname__}, which has its own "
+                                  "__subclasshook__ or __subclasses__", kind="unsupported_builtin")
+        if isinstance(k, _abc.ABCMeta):
+            work.extend(type.__subclasses__(k))
+            try:
+                registry = _abc._get_dump(k)[0]
+            except (TypeError, AttributeError):
+                raise Unsupported("an ABC without the C implementation's state", kind="unsupported_builtin")
+            work.extend(r() for r in registry if r() is not None)
+
+
 def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     """``isinstance(obj, cls)`` as ``PyObject_IsInstance``: the exact type, a
     tuple (or union) item by item, the metaclass's ``__instancecheck__``, then
@@ -151,6 +193,8 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
         return any(_instance_check(tx, obj, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__instancecheck__")
     if checker is _STATIC:
+        if isinstance(cls, type):
+            _check_abc_is_pure(t, cls)
         if isinstance(obj, ConstantValue):
             return isinstance(obj.value, cls)
         return _type_check(tx, t, cls)
@@ -203,6 +247,8 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
         return any(_subclass_check(tx, derived, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__subclasscheck__")
     if checker is _STATIC:
+        if isinstance(cls, type):
+            _check_abc_is_pure(d, cls)
         try:
             return issubclass(d, cls)
         except TypeError as e:

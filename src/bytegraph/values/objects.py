@@ -132,6 +132,22 @@ class ClassValue(Value):
         return f"ClassValue({self.cls.__qualname__})"
 
 
+def _instance_dict(obj):
+    """The instance dict of ``obj`` (None without one), read without running
+    a class's ``__dict__`` property or ``__getattribute__``."""
+    for k in type(obj).__mro__:
+        desc = k.__dict__.get("__dict__")
+        if desc is not None:
+            if type(desc) is not types.GetSetDescriptorType:
+                return None  # (a class attribute or property named __dict__)
+            try:
+                d = desc.__get__(obj, type(obj))
+            except (AttributeError, TypeError):
+                return None
+            return d if type(d) is dict else None
+    return None
+
+
 class UserObjectValue(Value):
     """An instance of a user class that existed before the trace.
 
@@ -162,11 +178,32 @@ class UserObjectValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
+        if name == "__dict__" and tx.side_effects.attr_writes.get(self):
+            # the real dict does not have the buffered writes yet
+            raise Unsupported(f"reading the __dict__ of a {type(self.obj).__name__} after setting attributes",
+                              kind="unsupported_attribute")
+        self._check_dict_in_step(tx, name)
         return lookup_attr(tx, self, self.obj, name)
+
+    def _check_dict_in_step(self, tx, name) -> None:
+        """Attribute writes and reads go to the real object (buffered) while
+        writes into its ``__dict__``, once the trace holds it as a dict, go to
+        that dict's value: the two would disagree."""
+        d = _instance_dict(self.obj)
+        if d is None:
+            return
+        known = tx.side_effects.existing(d)
+        if known is not None and name != "__dict__" and known in tx.side_effects.mutated:
+            raise Unsupported(f"attribute {name} of a {type(self.obj).__name__} whose __dict__ was changed "
+                              "in the trace", kind="unsupported_attribute")
 
     def set_attr(self, tx, name, value):
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
+                              kind="unsupported_setattr")
+        d = _instance_dict(self.obj)
+        if d is not None and tx.side_effects.existing(d) is not None:
+            raise Unsupported(f"setting {type(self.obj).__name__}.{name} while the trace holds its __dict__",
                               kind="unsupported_setattr")
         self._release_attr(tx, name)
         tx.side_effects.store_attr(self, name, value)
