@@ -2928,3 +2928,48 @@ def test_abc_subclasshook_of_the_program_is_not_run_at_trace_time():
 
     assert_same_clean(f)
     assert_same_clean(g)
+
+
+_WTFC_LOG = []
+
+
+class _WtfcDescriptor:
+    def __get__(self, obj, owner=None):
+        _WTFC_LOG.append(owner)
+        return len(_WTFC_LOG)
+
+
+class _WtfcHolder:
+    d = _WtfcDescriptor()
+
+
+def test_class_attribute_descriptors_run_when_the_program_runs():
+    import functools
+
+    def f():
+        return _WtfcHolder.d, _WtfcHolder.d
+
+    config.force_transform = True
+    try:
+        bytegraph.reset()
+        compiled = bytegraph.compile(f, backend="eager")
+        _WTFC_LOG.clear()
+        assert [compiled(), compiled()] == [(1, 2), (3, 4)]  # a Python __get__ runs on every read
+    finally:
+        config.force_transform = False
+
+    def g():
+        class MyMeta(type):
+            @functools.cached_property
+            def prop(self):
+                return True
+
+        class MyClass(metaclass=MyMeta):
+            pass
+
+        try:
+            MyClass.prop  # the metaclass's descriptor runs natively, and raises
+        except TypeError as e:
+            return str(e)
+
+    assert_same_clean(g)

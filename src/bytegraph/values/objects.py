@@ -79,6 +79,35 @@ class PythonModuleValue(Value):
         return f"PythonModuleValue({self.module.__name__})"
 
 
+def _runs_program_code(attr) -> bool:
+    """Whether reading ``attr`` from a class dict calls a Python ``__get__``."""
+    get = special_lookup(type(attr), "__get__")
+    return isinstance(get, types.FunctionType)
+
+
+def _check_plain_class_lookup(cls, name: str) -> None:
+    """Raise Unsupported when ``getattr(cls, name)`` would run program code
+    at trace time: a descriptor of the metaclass (a property or
+    ``cached_property`` there), a metaclass ``__getattribute__``/``__getattr__``,
+    or a class attribute whose type has a Python ``__get__``."""
+    meta = type(cls)
+    if meta is not type:
+        if special_lookup(meta, "__getattribute__") is not type.__dict__["__getattribute__"] or \
+                special_lookup(meta, "__getattr__") is not _MISSING:
+            raise Unsupported(f"attribute {name} of a class whose metaclass customizes attribute access",
+                              kind="unsupported_attribute")
+        attr = special_lookup(meta, name)
+        if attr is not _MISSING and _runs_program_code(attr):
+            raise Unsupported(f"attribute {name} of a class, a descriptor of its metaclass {meta.__qualname__}",
+                              kind="unsupported_attribute")
+    if not isinstance(cls, type):
+        return
+    attr = special_lookup(cls, name)
+    if attr is not _MISSING and _runs_program_code(attr):
+        raise Unsupported(f"class attribute {name} of {cls.__qualname__}, a descriptor with a Python __get__",
+                          kind="unsupported_attribute")
+
+
 class ClassValue(Value):
     """A class object (user classes, builtin types, exception classes).
 
@@ -107,6 +136,7 @@ class ClassValue(Value):
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.cls, name))
+        _check_plain_class_lookup(self.cls, name)
         try:
             attr = getattr(self.cls, name)
         except AttributeError as e:
