@@ -2973,3 +2973,34 @@ def test_class_attribute_descriptors_run_when_the_program_runs():
             return str(e)
 
     assert_same_clean(g)
+
+
+def _wtfc_callback(_ref):
+    pass
+
+
+def test_break_landing_on_a_local_store_or_delete():
+    import weakref
+
+    class C:
+        pass
+
+    def deleted():
+        c, d = C(), C()
+        r = weakref.ref(d, _wtfc_callback)  # a finalizer: dropping c breaks after it
+        r2 = weakref.ref(c, _wtfc_callback)
+        _wtfc_break()
+        del c
+        del d  # the native instruction of that break
+        return r() is None, r2() is None
+
+    def stored():
+        c, d = C(), C()
+        r = weakref.ref(d, _wtfc_callback)
+        r2 = weakref.ref(c, _wtfc_callback)
+        _wtfc_break()
+        c, d = None, 5  # STORE_FAST d is the native instruction
+        return d, r() is None, r2() is None
+
+    assert_same_clean(deleted)
+    assert_same_clean(stored)

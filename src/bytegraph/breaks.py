@@ -143,6 +143,22 @@ def _keeps_alive(v) -> bool:
     return v is not None and not isinstance(v, (TensorValue, CellValue)) and not v.is_constant()
 
 
+class NativeSlotValue(Value):
+    """A local of the transformed frame as the break's native instruction
+    (a ``STORE_FAST``) left it: read from the slot when the continuation is
+    called, after that instruction, never staged before it."""
+
+    __slots__ = ()
+    read_late = True
+
+    def __init__(self, name: str):
+        from .sources import LocalSource
+        super().__init__(LocalSource(name))
+
+    def reconstruct(self, cg):
+        self.source.emit_load(cg)
+
+
 class FrameState:
     """What one frame hands to its continuation: stack slots, locals, cells."""
 
@@ -212,9 +228,17 @@ class BreakEmitter:
         if ins.exn is not None:
             names |= _live_at(root, root.index_of[id(ins.exn.target)])
         cells = set(cell_names(root.code))
-        local_names = [n for n in plain_locals(root.code) if n not in cells and (
+        # The native instruction may itself write a local (a break left
+        # pending by the previous instruction lands on ``STORE_FAST`` or
+        # ``DELETE_FAST``): the continuation gets that slot as the native
+        # instruction left it, not the trace's value from before it.
+        written = ins.argval if ins.opname in ("STORE_FAST", "DELETE_FAST") else None
+        local_names = [n for n in plain_locals(root.code) if n not in cells and n != written and (
             n in names or n in root.unrealized or _keeps_alive(root.locals.get(n)))]
-        return [FrameState(root, root.ip, list(root.stack), local_names)]
+        st = FrameState(root, root.ip, list(root.stack), local_names)
+        if ins.opname == "STORE_FAST" and written in names:
+            st.locals.append((written, NativeSlotValue(written)))
+        return [st]
 
     def _successors(self) -> List[int]:
         return [s for s, _ in self._successor_edges()]

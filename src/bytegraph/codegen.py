@@ -232,6 +232,8 @@ class Codegen:
         """Evaluate ``value`` into a temporary now (before any side effect is applied)."""
         if id(value) in self._temps or isinstance(value, ConstantValue) and not value.is_unguarded:
             return
+        if getattr(type(value), "read_late", False):
+            return  # (written by the native instruction: read after it, see breaks.NativeSlotValue)
         if isinstance(value, CellValue) and value.is_root_cell:
             return  # LOAD_CLOSURE reads the frame's own cell: nothing to evaluate early
         if isinstance(value, (TensorValue, SymIntValue)) and value.node in self._tensor_temps:
