@@ -3004,3 +3004,45 @@ def test_break_landing_on_a_local_store_or_delete():
 
     assert_same_clean(deleted)
     assert_same_clean(stored)
+
+
+def test_abc_answers_are_guarded_by_registrations():
+    import abc
+    import collections.abc as cabc
+    import functools
+
+    def check(o, A):
+        return isinstance(o, A), issubclass(type(o), A)
+
+    def f():
+        class A(abc.ABC):
+            pass
+
+        class B:
+            pass
+
+        out = [check(B(), A)]
+        A.register(B)  # the compiled check() is reused: its answers must not be stale
+        out.append(check(B(), A))
+        return out
+
+    def g():
+        @functools.singledispatch
+        def d(arg):
+            return "base"
+
+        class O(cabc.Sized):
+            def __len__(self):
+                return 0
+
+        d.register(cabc.Sized, lambda arg: "sized")
+        d.register(cabc.Set, lambda arg: "set")
+        out = [d(O())]
+        cabc.Set.register(O)
+        out.append(d(O()))
+        return out
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager
+    eager, compiled, _, _ = run_both(g)
+    assert compiled == eager == ("ok", ["sized", "set"])

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import abc
 import builtins
 import dataclasses
 import inspect
@@ -60,6 +61,7 @@ _PRIORITY = {
     "MATMUL_PRECISION": 8,
     "DEFAULT_DEVICE": 8,
     "TORCH_FUNCTION_MODES": 8,
+    "ABC_CACHE_TOKEN": 8,
     "FN_DEFAULTS": 8,
     "FN_CODE": 8,
     "AUTOCAST_DEFAULTS": 8,
@@ -179,7 +181,13 @@ _STATE_QUERIES = {
     # torch-function modes change what every torch call means; one of them is
     # torch.set_default_device (the device of torch.ones(2) without device=)
     "TORCH_FUNCTION_MODES": ("torch._C._len_torch_function_stack()", torch._C._len_torch_function_stack),
+    # a registration with any ABC (ABC.register) changes it: issubclass and
+    # isinstance answers about ABCs that the trace computed hold until then
+    "ABC_CACHE_TOKEN": ("abc.get_cache_token()", abc.get_cache_token),
 }
+
+#: state queries guarded only by traces that read that state (not by every entry)
+_ON_DEMAND_STATE = ("ABC_CACHE_TOKEN",)
 
 #: checked only when a torch-function mode was active at trace time (3 µs a query)
 _DEFAULT_DEVICE = ("torch.get_default_device()", torch.get_default_device)
@@ -210,7 +218,8 @@ def global_state_guards(backend_name: str = "eager") -> List["Guard"]:
         True
     """
     out = [state_guard(kind) for kind in _STATE_QUERIES
-           if kind != "GRAD_MODE" and (kind not in _BACKEND_STATE or backend_name != "eager")]
+           if kind != "GRAD_MODE" and kind not in _ON_DEMAND_STATE
+           and (kind not in _BACKEND_STATE or backend_name != "eager")]
     if torch._C._len_torch_function_stack():
         out.append(Guard("DEFAULT_DEVICE", None, torch.get_default_device()))
     return out

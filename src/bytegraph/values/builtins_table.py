@@ -140,7 +140,7 @@ def _checker(tx, cls_value: Value, cls, name: str):
 _PURE_HOOK_MODULES = _TRACE_TIME_CHECKERS + ("_collections_abc", "os", "contextlib", "builtins")
 
 
-def _check_abc_is_pure(derived, cls) -> None:
+def _check_abc_is_pure(tx, derived, cls) -> None:
     """Raise Unsupported unless the real ``issubclass(derived, cls)`` of an
     ABC runs no program code: ``ABCMeta.__subclasscheck__`` calls the
     ``__subclasshook__`` and ``__subclasses__()`` of ``cls`` and of every
@@ -150,6 +150,9 @@ def _check_abc_is_pure(derived, cls) -> None:
     if not isinstance(derived, type):
         raise Unsupported("issubclass() of a non-class against an ABC", kind="unsupported_builtin")
     import abc as _abc
+    from ..guards import state_guard
+    # the answer holds until the next ABC registration anywhere
+    tx.guards.add(state_guard("ABC_CACHE_TOKEN"))
     seen, work = set(), [cls]
     while work:
         k = work.pop()
@@ -194,7 +197,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     checker = _checker(tx, cls_value, cls, "__instancecheck__")
     if checker is _STATIC:
         if isinstance(cls, type):
-            _check_abc_is_pure(t, cls)
+            _check_abc_is_pure(tx, t, cls)
         if isinstance(obj, ConstantValue):
             return isinstance(obj.value, cls)
         return _type_check(tx, t, cls)
@@ -248,7 +251,7 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
     checker = _checker(tx, cls_value, cls, "__subclasscheck__")
     if checker is _STATIC:
         if isinstance(cls, type):
-            _check_abc_is_pure(d, cls)
+            _check_abc_is_pure(tx, d, cls)
         try:
             return issubclass(d, cls)
         except TypeError as e:
