@@ -2864,35 +2864,41 @@ def test_locals_released_when_a_break_in_a_callee_resumes_the_frame():
     assert_same_clean(g)
 
 
-def test_instance_dict_and_buffered_attribute_writes_agree():
+class _WtfcPlain:
+    pass
+
+
+def _wtfc_touch(k, o):
+    if k == 0:
+        o.x = 1
+        return dict(o.__dict__)
+    if k == 1:
+        d = o.__dict__
+        d["y"] = 2
+        return o.y
+    d = vars(o)
+    o.z = 3
+    return d.get("z"), sorted(d)
+
+
+def _wtfc_lru():
     import _functools
     import functools
+    # an object made by a C constructor (a break), then written to
+    w = _functools._lru_cache_wrapper(len, 2, False, functools._CacheInfo)
+    w.cache_parameters = 5
+    return dict(w.__dict__)
 
-    class O:
-        pass
 
+def test_instance_dict_and_buffered_attribute_writes_agree():
     def f(k):
-        o = O()
-        if k == 0:
-            o.x = 1
-            return dict(o.__dict__)
-        if k == 1:
-            d = o.__dict__
-            d["y"] = 2
-            return o.y
-        d = vars(o)
-        o.z = 3
-        return d.get("z"), sorted(d)
-
-    def lru():
-        # an object made by a C constructor (a break), then written to
-        w = _functools._lru_cache_wrapper(len, 2, False, functools._CacheInfo)
-        w.cache_parameters = 5
-        return dict(w.__dict__)
+        return _wtfc_touch(k, _WtfcPlain())
 
     for k in range(3):
-        assert_same_clean(f, k)
-    assert_same_clean(lru)
+        eager, compiled, _, _ = run_both(f, k)
+        assert compiled == eager
+    eager, compiled, _, _ = run_both(_wtfc_lru)
+    assert compiled == eager
 
 
 def test_abc_subclasshook_of_the_program_is_not_run_at_trace_time():
@@ -3046,3 +3052,29 @@ def test_abc_answers_are_guarded_by_registrations():
     assert compiled == eager
     eager, compiled, _, _ = run_both(g)
     assert compiled == eager == ("ok", ["sized", "set"])
+
+
+class _WtfcDict(dict):
+    def __init__(self, /, *args, **kwargs):
+        super().__init__()  # a C method found through super(): bound to self
+        self.upd(*args, **kwargs)
+
+    def upd(self, it=None, /, **kwds):
+        if it is not None:
+            super().update(it)
+        if kwds:
+            super().update(kwds)
+
+
+def test_c_methods_found_through_super_are_bound():
+    import collections
+
+    def f():
+        d = _WtfcDict({"a": 1}, self=2)
+        d.upd(b=3)
+        c = collections.Counter("abca")
+        c.update(self=42)
+        return sorted(d.items()), sorted(c.items())
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager

@@ -192,6 +192,15 @@ class SuperValue(Value):
                 if getattr(attr, "__objclass__", None) is dict and name in _DICT_READS and \
                         isinstance(self.receiver, UserObjectValue) and self.receiver.source is not None:
                     return _MappingRead(self.receiver.source, self.receiver.obj, name, dict)
+                if on_class:
+                    if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+                        return tx.wrap(attr, src)  # (unbound: __get__(None, cls) is the descriptor)
+                elif isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+                    # a C method (``super().update(...)`` in a dict subclass): bound to the receiver
+                    return BoundMethodValue(tx.wrap(attr, src), self.receiver)
+                if hasattr(type(attr), "__get__"):
+                    # any other descriptor binds to the receiver in its own way
+                    raise Unsupported(f"super().{name}, a {type(attr).__name__}", kind="unsupported_attribute")
                 return tx.wrap(attr, src)
         if name == "__init__":
             return _ObjectSlot(name, self.receiver)
