@@ -2677,3 +2677,96 @@ def test_isinstance_of_a_plain_int_against_another_class_is_traced():
         return isinstance(n, float), isinstance(n, (str, bytes)), isinstance(True, int)
 
     assert_same_clean(f, 3)
+
+
+# ---------------------------------------------------------------------------
+# --- wt-descr: CPython's test_descr (instance and module dicts, class
+# mutation, special-method lookup)
+
+
+class _Plain:
+    pass
+
+
+def _two(make):
+    """A list of two fresh objects: the eager run pops one, the compiled run
+    the other (both existed before the call)."""
+    return [make(), make()]
+
+
+def _plain_q():
+    obj = _Plain()
+    obj.q = 0
+    return obj
+
+
+def test_instance_dict_read_after_an_attribute_write_sees_the_write():
+    def f(box):
+        a = box.pop()
+        a.x = 1
+        return a.__dict__ == {"q": 0, "x": 1}, vars(a) == {"q": 0, "x": 1}, len(a.__dict__)
+
+    assert run_both(f, _two(_plain_q))[:2] == (("ok", (True, True, 2)),) * 2
+
+
+def test_instance_dict_held_before_an_attribute_write_sees_the_write():
+    def f(box):
+        a = box.pop()
+        d = a.__dict__
+        a.z = 3
+        return sorted(d), "z" in d
+
+    assert run_both(f, _two(_plain_q))[:2] == (("ok", (["q", "z"], True)),) * 2
+
+
+def test_attribute_read_after_the_instance_dict_changed():
+    def f(box):
+        a = box.pop()
+        a.__dict__.clear()
+        return hasattr(a, "q")
+
+    assert run_both(f, _two(_plain_q))[:2] == (("ok", False),) * 2
+
+
+def _module_a():
+    m = types.ModuleType("mm")
+    m.a = 1
+    return m
+
+
+def test_module_dict_and_module_attributes_are_one_state():
+    def f1(box):
+        m = box.pop()
+        m.foo = 1
+        return sorted(k for k in m.__dict__ if not k.startswith("__"))
+
+    def f2(box):
+        m = box.pop()
+        d = m.__dict__
+        m.z = 3
+        return "z" in d
+
+    def f3(box):
+        m = box.pop()
+        del m.__dict__["a"]
+        return hasattr(m, "a")
+
+    assert run_both(f1, _two(_module_a))[:2] == (("ok", ["a", "foo"]),) * 2
+    assert run_both(f2, _two(_module_a))[:2] == (("ok", True),) * 2
+    assert run_both(f3, _two(_module_a))[:2] == (("ok", False),) * 2
+
+
+def test_replayed_writes_reach_their_objects_as_they_were_before_the_writes():
+    # box[1] is the popped list: its new contents must not be written through
+    # box[1] after the pop has been replayed
+    def f(pair):
+        box = pair.pop()
+        a = box.pop()
+        a.append(5)
+        box[0].update(k=1)
+        return box, a
+
+    def fresh():
+        return [{}, [0]]
+
+    assert run_both(f, _two(fresh))[:2] == (("ok", ([{"k": 1}], [0, 5])),) * 2

@@ -277,17 +277,17 @@ class Codegen:
             return
         if isinstance(target, ListValue):
             self.emit("LOAD_FAST", temp)
-            target.source.emit_load(self)
+            self.reconstruct(target)
             self.emit("LOAD_CONST", None)
             self.emit("LOAD_CONST", None)
             self.emit("BUILD_SLICE", arg=2)
             self.emit("STORE_SUBSCR")
             return
         # dict / set: clear, then update, keeping the object and (for dicts) the new order
-        target.source.emit_load(self)
+        self.reconstruct(target)
         self.call_method("clear", lambda: 0)
         self.emit("POP_TOP")
-        target.source.emit_load(self)
+        self.reconstruct(target)
 
         def push_temp():
             self.emit("LOAD_FAST", temp)

@@ -46,6 +46,7 @@ class PythonModuleValue(Value):
         # A module's attributes are its globals: a write made earlier in this
         # trace (``mod.K = 5``, or ``global K`` in one of its functions) is
         # pending in the side-effect table and is what Python would read.
+        _check_namespace_coherent(tx, self.module, name, writing=False)
         pending = tx.side_effects.pending_global(self.module.__dict__, name)
         if pending is not None:
             if pending is DELETED:
@@ -62,11 +63,13 @@ class PythonModuleValue(Value):
     def set_attr(self, tx, name, value):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().set_attr(tx, name, value)
+        _check_namespace_coherent(tx, self.module, name, writing=True)
         tx.side_effects.store_global(self.module.__dict__, name, value)
 
     def del_attr(self, tx, name):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().del_attr(tx, name)
+        _check_namespace_coherent(tx, self.module, name, writing=True)
         self.get_attr(tx, name)  # AttributeError if absent, as Python
         tx.side_effects.delete_global(self.module.__dict__, name)
 
@@ -77,6 +80,20 @@ class PythonModuleValue(Value):
 
     def __repr__(self):
         return f"PythonModuleValue({self.module.__name__})"
+
+
+def _check_namespace_coherent(tx, module, name: str, writing: bool) -> None:
+    """A module's globals are written as pending global writes, while
+    ``module.__dict__`` is a dict value of its own: neither sees the other's
+    changes, so mixing the two in one trace is not modelled."""
+    se = tx.side_effects
+    if name == "__dict__":
+        if se.has_pending_globals(module.__dict__):
+            raise Unsupported(f"reading {module.__name__!r}.__dict__ after writes to its globals",
+                              kind="unsupported_attribute")
+    elif se.dict_view_conflict(module.__dict__, writing):
+        raise Unsupported(f"global {name!r} of a module whose __dict__ the trace holds",
+                          kind="unsupported_attribute")
 
 
 class ClassValue(Value):
@@ -162,12 +179,30 @@ class UserObjectValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
+        self._check_dict_coherent(tx, name, writing=False)
         return lookup_attr(tx, self, self.obj, name)
+
+    def _check_dict_coherent(self, tx, name, writing: bool) -> None:
+        """The instance dict and the attributes are one state, modelled twice:
+        attribute writes are pending in the side-effect table, while
+        ``obj.__dict__`` is a dict value of its own.  Neither sees the
+        other's changes, so mixing them in one trace is not modelled."""
+        se = tx.side_effects
+        if name == "__dict__":
+            if se.attr_writes.get(self):
+                raise Unsupported(f"reading {type(self.obj).__name__}.__dict__ after attribute writes",
+                                  kind="unsupported_attribute")
+            return
+        inst_dict = _instance_dict(self.obj)
+        if inst_dict is not None and se.dict_view_conflict(inst_dict, writing):
+            raise Unsupported(f"attribute of a {type(self.obj).__name__} object whose __dict__ the trace holds",
+                              kind="unsupported_attribute")
 
     def set_attr(self, tx, name, value):
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
+        self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         tx.side_effects.store_attr(self, name, value)
 
@@ -186,6 +221,7 @@ class UserObjectValue(Value):
         cls = type(self.obj)
         if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
+        self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         se = tx.side_effects
         pending = se.pending_attr(self, name)
@@ -329,6 +365,15 @@ def checked_len(tx, result: Value) -> Value:
     if n > sys.maxsize:
         tx.raise_python_exception(OverflowError("cannot fit 'int' into an index-sized integer"))
     return const(n)
+
+
+def _instance_dict(obj):
+    """``obj.__dict__`` if it is the object's plain instance dict, else None."""
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    return d if type(d) is dict else None
 
 
 def _has_data_descriptor(cls, name) -> bool:
