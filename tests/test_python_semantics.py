@@ -2770,3 +2770,32 @@ def test_replayed_writes_reach_their_objects_as_they_were_before_the_writes():
         return [{}, [0]]
 
     assert run_both(f, _two(fresh))[:2] == (("ok", ([{"k": 1}], [0, 5])),) * 2
+
+
+class _CountingGetattribute:
+    """Its __getattribute__ is a descriptor that counts how often it is read."""
+
+    reads = 0
+
+    def __get__(self, obj, objtype=None):
+        def getter(name):
+            type(self).reads += 1
+            raise AttributeError(name)
+        return getter
+
+
+class _Intercepted:
+    __getattribute__ = _CountingGetattribute()
+
+
+def test_an_object_whose_class_intercepts_attribute_reads_is_not_read_at_trace_time():
+    def f(obj):
+        start = _CountingGetattribute.reads
+        try:
+            getattr(obj, "attr")
+        except AttributeError:
+            pass
+        held = [obj, obj]
+        return _CountingGetattribute.reads - start, len(held)
+
+    assert run_both(f, _Intercepted())[:2] == (("ok", (1, 2)),) * 2

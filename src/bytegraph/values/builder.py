@@ -26,7 +26,7 @@ from .constants import LITERAL_TYPES, ConstantValue
 from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
-from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
+from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -39,6 +39,12 @@ _FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.Wra
 
 
 _WEAKREF_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+#: types whose attribute reads are known not to run program code (a fast path
+#: past ``intercepts_attribute_reads``)
+_PLAIN_TYPES = frozenset({list, tuple, dict, set, frozenset, type, types.FunctionType, types.ModuleType,
+                          types.MethodType, types.BuiltinFunctionType, types.CellType, slice, range,
+                          torch.Tensor, torch.nn.Parameter})
 
 #: pre-existing dicts with more entries are held, not modelled (each entry
 #: read would be wrapped and guarded)
@@ -64,6 +70,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
+    if t not in _PLAIN_TYPES and intercepts_attribute_reads(t):
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+        return OpaqueValue(obj, source, f"a {t.__name__} object, whose class intercepts attribute reads",
+                           kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     se = tx.side_effects

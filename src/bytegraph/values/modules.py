@@ -24,7 +24,8 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import DELETED, NO_ATTR, UserObjectValue, dunder_truth, lookup_attr, special_lookup
+from .objects import (DELETED, NO_ATTR, UserObjectValue, dunder_truth, intercepts_attribute_reads, lookup_attr,
+                      special_lookup)
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -571,16 +572,19 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
         if all(isinstance(v, NNModuleValue) for v in items):
             return ModuleSequenceValue(items, cls)
 
-    if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
+    # (the class's own dicts are read, not ``cls.__new__``: a descriptor
+    # stored there would run at trace time)
+    def own(name):
+        return special_lookup(cls, name) is not object.__dict__[name]
+    if own("__new__") and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if (cls.__setattr__ is not object.__setattr__ or cls.__delattr__ is not object.__delattr__) \
-            and not issubclass(cls, dict):
+    if (own("__setattr__") or own("__delattr__")) and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
-    if cls.__getattribute__ is not object.__getattribute__ and not issubclass(cls, dict):
+    if (own("__getattribute__") and not issubclass(cls, dict)) or intercepts_attribute_reads(cls):
         # (dict subclasses are modelled as ModelOutput-like mappings below)
         raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
-    if getattr(cls, "__del__", None) is not None:
+    if special_lookup(cls, "__del__") is not NO_ATTR:
         # the object would exist only if it escapes: its finalizer must run
         # when eager's would, so it is made natively
         raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")

@@ -313,6 +313,18 @@ def special_lookup(cls: type, name: str):
     return _MISSING
 
 
+def intercepts_attribute_reads(cls: type) -> bool:
+    """Whether reading any attribute of a ``cls`` instance runs the program's
+    code: a ``__getattribute__`` not written in C, or a ``__class__`` of its
+    own (which even ``isinstance`` reads).  Such an object is only held by
+    the tracer: touching it with getattr, hasattr or isinstance would run
+    that code at trace time."""
+    getattribute = special_lookup(cls, "__getattribute__")
+    if type(getattribute) is not types.WrapperDescriptorType:
+        return True
+    return special_lookup(cls, "__class__") is not object.__dict__["__class__"]
+
+
 def dunder_truth(tx, cls: type, bound) -> bool:
     """``bool(obj)`` for an object of a Python class: ``__bool__`` (which must
     return a bool), else ``__len__`` (checked as by ``len``), else true.
