@@ -2799,3 +2799,49 @@ def test_an_object_whose_class_intercepts_attribute_reads_is_not_read_at_trace_t
         return _CountingGetattribute.reads - start, len(held)
 
     assert run_both(f, _Intercepted())[:2] == (("ok", (1, 2)),) * 2
+
+
+class _OwnReversed:
+    def __iter__(self):
+        return iter([1, 2, 3])
+
+    def __reversed__(self):
+        return iter(["own"])
+
+
+class _CountingDescriptor:
+    """A class attribute whose every read through the class is counted."""
+
+    reads = 0
+
+    def __init__(self, impl):
+        self.impl = impl
+
+    def __get__(self, obj, owner):
+        type(self).reads += 1
+        return self.impl.__get__(obj, owner)
+
+
+class _DescrReversed:
+    __reversed__ = _CountingDescriptor(lambda self: iter([7]))
+    __len__ = _CountingDescriptor(lambda self: 1)
+
+
+def test_reversed_calls_the_class_own_reversed():
+    def f(box):
+        return list(reversed(_OwnReversed())), list(reversed(box.pop()))
+
+    assert run_both(f, _two(_OwnReversed))[:2] == (("ok", (["own"], ["own"])),) * 2
+
+
+def test_special_method_descriptors_are_read_once_as_python_does():
+    def f(box):
+        return list(reversed(box.pop())), list(reversed(_DescrReversed()))
+
+    box = [_DescrReversed(), _DescrReversed(), _DescrReversed()]
+    start = _CountingDescriptor.reads
+    assert f(box) == ([7], [7])
+    eager_reads = _CountingDescriptor.reads - start
+    start = _CountingDescriptor.reads
+    assert run_both(lambda: f(box))[1] == ("ok", ([7], [7]))
+    assert _CountingDescriptor.reads - start == 2 * eager_reads

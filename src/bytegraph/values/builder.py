@@ -397,7 +397,7 @@ def _wrap_bound_method(tx, obj, source):
         mode = GradModeValue(torch.is_grad_enabled())
         mode.previous = receiver.prev
         return WithExitValue(mode)
-    if isinstance(receiver, (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
+    if issubclass(type(receiver), (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
         # a block entered natively before this graph: leaving it restores
         # state saved in the real object, so it runs natively too
         from .objects import OpaqueValue

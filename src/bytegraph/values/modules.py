@@ -608,10 +608,14 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             if not is_none(v):
                 value.items[f.name] = v
         return value
-    init = getattr(cls, "__init__", None)
+    init = special_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         src = AttrSource(ObjectSource(cls, cls.__qualname__), "__init__")
         tx.wrap(init, src).call(tx, [value] + list(args), kwargs)
+    elif init is not object.__init__:
+        # a descriptor or a C __init__: what it does is not modelled
+        raise Unsupported(f"constructing {cls.__qualname__} (its __init__ is a {type(init).__name__})",
+                          kind="unsupported_class_call")
     elif args or kwargs:
         raise Unsupported(f"constructing {cls.__qualname__} with arguments", kind="unsupported_class_call")
     return value
@@ -631,10 +635,10 @@ def iterator_from(tx, it: Value) -> IteratorValue:
         cls = it.python_type()
     except NotImplementedError:
         cls = None
-    if cls is not None and not hasattr(cls, "__next__"):
+    nxt = special_lookup(cls, "__next__") if cls is not None else None
+    if cls is not None and nxt is NO_ATTR:
         tx.raise_python_exception(TypeError(f"iter() returned non-iterator of type '{cls.__name__}'"))
-    if isinstance(it, (NewObjectValue, UserObjectValue)) and \
-            isinstance(getattr(cls, "__next__", None), types.FunctionType):
+    if isinstance(it, (NewObjectValue, UserObjectValue)) and isinstance(nxt, types.FunctionType):
         return UserIteratorValue(it)
     raise Unsupported(f"iter() returned a {it.type_name()}", kind="unsupported_iter")
 

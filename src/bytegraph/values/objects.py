@@ -239,7 +239,7 @@ class UserObjectValue(Value):
     def dunder(self, tx, name: str):
         """``type(obj).name`` bound to this object, if it is a Python function."""
         from .functions import BoundMethodValue
-        fn = getattr(type(self.obj), name, None)
+        fn = special_lookup(type(self.obj), name)  # (not getattr: a descriptor's __get__ would run now)
         if not isinstance(fn, types.FunctionType):
             return None
         return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
@@ -253,11 +253,12 @@ class UserObjectValue(Value):
         method = self.dunder(tx, "__iter__")
         if method is not None:
             return iterator_from(tx, method.call(tx, [], {}))
-        if not hasattr(cls, "__iter__") and self.dunder(tx, "__getitem__") is not None:
+        declared = special_lookup(cls, "__iter__")
+        if declared is NO_ATTR and self.dunder(tx, "__getitem__") is not None:
             # the sequence protocol: obj[0], obj[1], ... until IndexError (len() is not asked)
             from .generators import SequenceIteratorValue
             return SequenceIteratorValue(self)
-        if getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+        if declared is None or (declared is NO_ATTR and special_lookup(cls, "__getitem__") is NO_ATTR):
             tx.raise_python_exception(TypeError(f"'{cls.__name__}' object is not iterable"))
         raise Unsupported(f"iterating over a {cls.__name__} object", kind="unsupported_iter")
 
@@ -277,7 +278,7 @@ class UserObjectValue(Value):
         return method.call(tx, args, kwargs)
 
     def has_len(self):
-        return hasattr(type(self.obj), "__len__")
+        return special_lookup(type(self.obj), "__len__") is not NO_ATTR
 
     def call_method(self, tx, name, args, kwargs):
         if name == "with_traceback" and isinstance(self.obj, BaseException) and len(args) == 1 and not kwargs \
