@@ -2845,3 +2845,56 @@ def test_special_method_descriptors_are_read_once_as_python_does():
     start = _CountingDescriptor.reads
     assert run_both(lambda: f(box))[1] == ("ok", ([7], [7]))
     assert _CountingDescriptor.reads - start == 2 * eager_reads
+
+
+class _EvilKey:
+    """A dict key equal in hash to 'attr' whose __eq__ deletes _ViciousC.attr."""
+
+    def __hash__(self):
+        return hash("attr")
+
+    eqs = 0
+
+    def __eq__(self, other):
+        type(self).eqs += 1
+        try:
+            del _ViciousC.attr
+        except AttributeError:
+            pass
+        return False
+
+
+class _ViciousDescr:
+    def __get__(self, ob, type=None):
+        return 1
+
+
+class _ViciousC:
+    pass
+
+
+def test_instance_dict_with_a_non_string_key_is_not_searched_at_trace_time():
+    def f(c):
+        return c.attr, hasattr(c, "attr")
+
+    def fresh():
+        _ViciousC.attr = _ViciousDescr()
+        c = _ViciousC()
+        c.__dict__[_EvilKey()] = 0
+        return c
+
+    def g(c):
+        a = _EvilKey.eqs
+        b = c.attr
+        return b, _EvilKey.eqs - a
+
+    eager = f(fresh()), g(fresh()), g(fresh())
+    bytegraph.reset()
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        cg = bytegraph.compile(g, backend="eager")
+        compiled = bytegraph.compile(f, backend="eager")(fresh()), cg(fresh()), cg(fresh())
+    finally:
+        config.force_transform = saved
+    assert eager == compiled == ((1, False), (1, 1), (1, 1))

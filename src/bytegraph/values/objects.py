@@ -212,20 +212,20 @@ class UserObjectValue(Value):
         if pending is not None and pending is not DELETED:
             check_release(pending)
         elif pending is None:
-            old = getattr(self.obj, "__dict__", {}).get(name)
+            old = (_instance_dict(self.obj) or {}).get(name)
             if old is not None and has_finalizer(old):
                 raise Unsupported(f"replacing {type(self.obj).__name__}.{name}, whose value has a finalizer",
                                   kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
 
     def del_attr(self, tx, name):
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
+        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or _instance_dict(self.obj) is None:
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
         self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         se = tx.side_effects
         pending = se.pending_attr(self, name)
-        had = name in self.obj.__dict__
+        had = name in _instance_dict(self.obj)
         _guard_in_dict(tx, AttrSource(self.source, "__dict__"), name, had)
         if pending is DELETED or (pending is None and not had):
             # ``del`` removes an instance attribute; a class attribute does not count
@@ -381,12 +381,28 @@ def checked_len(tx, result: Value) -> Value:
 
 
 def _instance_dict(obj):
-    """``obj.__dict__`` if it is the object's plain instance dict, else None."""
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except Exception:
+    """``obj.__dict__`` when it is the object's plain instance dict, else None.
+
+    Read through the type's own ``__dict__`` descriptor when that is the C
+    one (a ``__dict__`` the class defines would run code at trace time).
+    A dict holding keys that are not strings is not modelled: looking a name
+    up in it may run their ``__eq__``."""
+    desc = special_lookup(type(obj), "__dict__")
+    if desc is _MISSING:
         return None
-    return d if type(d) is dict else None
+    if type(desc) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        raise Unsupported(f"{type(obj).__name__}.__dict__ is a {type(desc).__name__}", kind="unsupported_attribute")
+    try:
+        d = desc.__get__(obj, type(obj))
+    except AttributeError:
+        return None
+    if type(d) is not dict:
+        return None
+    for k in d:
+        if type(k) is not str:
+            raise Unsupported(f"a {type(obj).__name__} object whose __dict__ has a key that is not a string",
+                              kind="unsupported_attribute")
+    return d
 
 
 def _has_data_descriptor(cls, name) -> bool:
@@ -427,7 +443,7 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
             tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
         fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
         return fget.call(tx, [value], {})
-    inst_dict = getattr(obj, "__dict__", None)
+    inst_dict = _instance_dict(obj)
     if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
         return tx.wrap(inst_dict[name], AttrSource(src, name))
     if inst_dict is not None and class_attr is not None and not hasattr(type(class_attr), "__set__"):
