@@ -2898,3 +2898,69 @@ def test_instance_dict_with_a_non_string_key_is_not_searched_at_trace_time():
     finally:
         config.force_transform = saved
     assert eager == compiled == ((1, False), (1, 1), (1, 1))
+
+
+def test_a_dead_class_local_lives_as_long_as_in_python():
+    import gc
+
+    def f():
+        class Base:
+            pass
+
+        class Sub(Base):   # never read again, but it lives until f returns
+            pass
+        gc.collect()
+        return [c.__name__ for c in Base.__subclasses__()]
+
+    assert run_both(f)[:2] == (("ok", ["Sub"]),) * 2
+
+
+class _LookupA:
+    f = 1
+
+    def m(self):
+        return "A"
+
+
+class _LookupC:
+    f = 2
+
+    def m(self):
+        return "C"
+
+
+def test_class_attribute_lookups_are_not_served_stale_after_the_class_changes():
+    class B(_LookupA):
+        pass
+
+    def made_here():
+        b = B()
+        try:
+            z = b.zz
+        except AttributeError:
+            z = "none"
+        return b.f, b.m(), z, bool(b)
+
+    def given(b):
+        try:
+            z = b.zz
+        except AttributeError:
+            z = "none"
+        return b.f, b.m(), z, bool(b)
+
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        bytegraph.reset()
+        c1, c2 = bytegraph.compile(made_here, backend="eager"), bytegraph.compile(given, backend="eager")
+        b = B()
+        out = []
+        for change in (lambda: None, lambda: setattr(_LookupA, "zz", 5), lambda: setattr(B, "__bases__", (_LookupC,)),
+                       lambda: setattr(_LookupC, "__len__", lambda self: 0), lambda: setattr(B, "f", 3)):
+            change()
+            out.append(((made_here(), given(b)), (c1(), c2(b))))
+    finally:
+        config.force_transform = saved
+        del _LookupA.zz, _LookupC.__len__
+    for eager, compiled in out:
+        assert eager == compiled

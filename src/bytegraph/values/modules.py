@@ -24,8 +24,8 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import (DELETED, NO_ATTR, UserObjectValue, dunder_truth, intercepts_attribute_reads, lookup_attr,
-                      special_lookup)
+from .objects import (DELETED, NO_ATTR, UserObjectValue, dunder_truth, guard_class_lookup, intercepts_attribute_reads,
+                      lookup_attr, owner_of, special_lookup)
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -318,9 +318,15 @@ class NewObjectValue(Value):
         src = AttrSource(AttrSource(ObjectSource(klass, klass.__qualname__), name), which)
         return tx.wrap(fn, src).call(tx, [self, *args], {})
 
+    def _guard_lookup(self, tx, name):
+        """What the class's MRO says about ``name`` (found where, or absent)
+        holds for later calls too."""
+        guard_class_lookup(tx, self.cls, name, owner_of(self.cls, name))
+
     def get_attr(self, tx, name):
         if name == "__class__" and special_lookup(self.cls, "__class__") is object.__dict__["__class__"]:
             return tx.wrap(self.cls, None)  # (a class may define its own __class__)
+        self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             return self._property_call(tx, name, "fget", [])
         if name in self.attrs:
@@ -351,11 +357,13 @@ class NewObjectValue(Value):
         if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
                                                    "__contains__", "to_tuple"):
             return _DictPartMethod(self, name)
-        if getattr(self.cls, "__getattr__", None) is not None:
+        if special_lookup(self.cls, "__getattr__") is not NO_ATTR:
             raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
+        self._guard_lookup(tx, "__getattr__")
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
+        self._guard_lookup(tx, name)
         slots = _slot_names(self.cls)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fset", [value])
@@ -369,6 +377,7 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fdel", [])
             return
@@ -381,6 +390,7 @@ class NewObjectValue(Value):
         """``type(obj).name`` bound to this object if it is a Python function
         (special methods are looked up on the type, never the instance)."""
         fn = special_lookup(self.cls, name)
+        self._guard_lookup(tx, name)
         if not isinstance(fn, types.FunctionType):
             return None
         owner = next(k for k in self.cls.__mro__ if name in k.__dict__)
@@ -433,6 +443,7 @@ class NewObjectValue(Value):
         method = self._dunder(tx, "__iter__")
         if method is None:
             declared = special_lookup(self.cls, "__iter__")
+            self._guard_lookup(tx, "__iter__")
             if declared is NO_ATTR and self._dunder(tx, "__getitem__") is not None:
                 from .generators import SequenceIteratorValue
                 return SequenceIteratorValue(self)  # the old protocol: __getitem__(0), (1), ...

@@ -11,7 +11,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource
+from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const, is_none
 from .exceptions import ExceptionValue  # noqa: F401 - re-exported
@@ -239,7 +239,9 @@ class UserObjectValue(Value):
     def dunder(self, tx, name: str):
         """``type(obj).name`` bound to this object, if it is a Python function."""
         from .functions import BoundMethodValue
-        fn = special_lookup(type(self.obj), name)  # (not getattr: a descriptor's __get__ would run now)
+        cls = type(self.obj)
+        fn = special_lookup(cls, name)  # (not getattr: a descriptor's __get__ would run now)
+        guard_class_lookup(tx, cls, name, owner_of(cls, name))
         if not isinstance(fn, types.FunctionType):
             return None
         return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
@@ -254,6 +256,7 @@ class UserObjectValue(Value):
         if method is not None:
             return iterator_from(tx, method.call(tx, [], {}))
         declared = special_lookup(cls, "__iter__")
+        guard_class_lookup(tx, cls, "__iter__", owner_of(cls, "__iter__"))
         if declared is NO_ATTR and self.dunder(tx, "__getitem__") is not None:
             # the sequence protocol: obj[0], obj[1], ... until IndexError (len() is not asked)
             from .generators import SequenceIteratorValue
@@ -314,6 +317,36 @@ def special_lookup(cls: type, name: str):
     return _MISSING
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin types, whose dicts never change
+
+
+def guard_class_lookup(tx, cls: type, name: str, owner=None) -> None:
+    """Guard that ``name`` looked up on ``cls``'s MRO still resolves to
+    ``owner`` (the class whose dict had it at trace time; None: to nothing).
+
+    The MRO is the same tuple (assigning ``__bases__`` makes a new one), and
+    no class before ``owner`` has gained the name since: a lookup the trace
+    did once must not be served stale by a later call."""
+    guards = tx.guards
+    cls_src = ObjectSource(cls, cls.__qualname__)
+    guards.add(Guard("ID_MATCH", AttrSource(cls_src, "__mro__"), cls.__mro__))
+    for klass in cls.__mro__:
+        if klass is owner:
+            break
+        if klass.__flags__ & _IMMUTABLE_TYPE:
+            continue
+        src = cls_src if klass is cls else ObjectSource(klass, klass.__qualname__)
+        guards.add(Guard("DICT_CONTAINS", AttrSource(src, "__dict__"), (name, False)))
+
+
+def owner_of(cls: type, name: str):
+    """The class of ``cls.__mro__`` whose dict holds ``name``, or None."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass
+    return None
+
+
 def intercepts_attribute_reads(cls: type) -> bool:
     """Whether reading any attribute of a ``cls`` instance runs the program's
     code: a ``__getattribute__`` not written in C, or a ``__class__`` of its
@@ -333,6 +366,7 @@ def dunder_truth(tx, cls: type, bound) -> bool:
     object, or None when it is not a Python function."""
     for name in ("__bool__", "__len__"):
         attr = special_lookup(cls, name)
+        guard_class_lookup(tx, cls, name, owner_of(cls, name))
         if attr is _MISSING:
             continue
         if attr is None:
@@ -468,9 +502,12 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         desc = tx.wrap(class_attr, desc_src)
         get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
         return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
-    if getattr(cls, "__getattr__", None) is not None and class_attr is None and \
-            (inst_dict is None or name not in inst_dict):
-        raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+    if class_attr is None and (inst_dict is None or name not in inst_dict):
+        if special_lookup(cls, "__getattr__") is not _MISSING:
+            raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+        # absent from the class and its bases, and no __getattr__: while that holds
+        guard_class_lookup(tx, cls, name)
+        guard_class_lookup(tx, cls, "__getattr__")
     try:
         attr = getattr(obj, name)
     except AttributeError as e:
