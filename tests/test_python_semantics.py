@@ -2964,3 +2964,12 @@ def test_class_attribute_lookups_are_not_served_stale_after_the_class_changes():
         del _LookupA.zz, _LookupC.__len__
     for eager, compiled in out:
         assert eager == compiled
+
+
+def test_a_one_argument_slice_is_rebuilt_across_a_break():
+    def f(s):
+        sl = slice(4)
+        print("", end="", file=io.StringIO())   # a break: sl is rebuilt
+        return s[sl], sl.start, sl.stop
+
+    assert run_both(f, "hello")[:2] == (("ok", ("hell", None, 4)),) * 2
