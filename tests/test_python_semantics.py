@@ -2973,3 +2973,25 @@ def test_a_one_argument_slice_is_rebuilt_across_a_break():
         return s[sl], sl.start, sl.stop
 
     assert run_both(f, "hello")[:2] == (("ok", ("hell", None, 4)),) * 2
+
+
+def test_a_bool_against_a_symbolic_int():
+    def f(flag, n):
+        out = []
+        if flag == n:
+            out.append("eq")
+        if n > flag:
+            out.append("gt")
+        out.append(n + flag)
+        out.append(flag * n)
+        return out
+
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        bytegraph.reset()
+        cf = bytegraph.compile(f, backend="eager")
+        for flag, n in [(True, 1), (False, 0), (True, 5), (False, 7), (True, 1), (False, 0)]:
+            assert cf(flag, n) == f(flag, n)
+    finally:
+        config.force_transform = saved

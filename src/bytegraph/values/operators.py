@@ -112,7 +112,7 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         if not (_graph_value(a) or a.is_constant()) or not (_graph_value(b) or b.is_constant()):
             raise Unsupported(f"operator {fn.__name__} on {a.type_name()} and {b.type_name()}",
                               kind="unsupported_operator")
-        return graph_call(tx, "call_function", _INPLACE_TO_PLAIN.get(fn, fn), [a, b], {})
+        return graph_call(tx, "call_function", _INPLACE_TO_PLAIN.get(fn, fn), _int_operands(a, b), {})
     if isinstance(a, TensorValue) and fn in _TENSOR_INPLACE_METHODS:
         return graph_call(tx, "call_method", _TENSOR_INPLACE_METHODS[fn], [a, b], {})
     if isinstance(a, TensorValue):
@@ -274,10 +274,19 @@ def _real(v: Value):
     return v.real_object()
 
 
+def _int_operands(a: Value, b: Value) -> list:
+    """Operands for an operation on a symbolic int: a bool constant is the int
+    it equals (bool is an int subclass; sympy has no bool arithmetic)."""
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return [a, b]
+    return [const(int(v.as_constant())) if v.is_constant() and type(v.as_constant()) is bool else v
+            for v in (a, b)]
+
+
 def compare(tx, op: str, a: Value, b: Value) -> Value:
     fn = COMPARE_FUNCS[op]
     if _graph_value(a) or _graph_value(b):
-        return graph_call(tx, "call_function", fn, [a, b], {})
+        return graph_call(tx, "call_function", fn, _int_operands(a, b), {})
     if a.is_constant() and b.is_constant():
         return _fold(tx, fn, a, b)
     if op in ("==", "!="):
