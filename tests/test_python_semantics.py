@@ -2995,3 +2995,47 @@ def test_a_bool_against_a_symbolic_int():
             assert cf(flag, n) == f(flag, n)
     finally:
         config.force_transform = saved
+
+
+class _AliasedConfig:
+    """Like transformers' PretrainedConfig: reads go through an alias map."""
+
+    attribute_map = {"width": "hidden"}
+
+    def __init__(self):
+        self.hidden = 4
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def test_a_python_getattribute_is_traced():
+    def f(cfg):
+        return cfg.width * 2, cfg.hidden, getattr(cfg, "nope", "dflt")
+
+    breaks = bytegraph.stats().graph_breaks
+    assert assert_same_clean(f, _AliasedConfig()) == ("ok", (8, 4, "dflt"))
+    assert bytegraph.stats().graph_breaks == breaks   # traced, not held
+
+
+class _SizedIter:
+    calls = []
+
+    def __len__(self):
+        type(self).calls.append("len")
+        return 2
+
+    def __iter__(self):
+        return iter([1, 2])
+
+
+def test_list_and_tuple_of_an_object_ask_its_len_first():
+    def f(box):
+        obj = box.pop()
+        start = len(_SizedIter.calls)
+        out = list(obj), tuple(obj), [*obj]
+        return out, _SizedIter.calls[start:]
+
+    assert run_both(f, _two(_SizedIter))[:2] == (("ok", (([1, 2], (1, 2), [1, 2]), ["len"] * 3)),) * 2

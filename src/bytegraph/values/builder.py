@@ -26,7 +26,8 @@ from .constants import LITERAL_TYPES, ConstantValue
 from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
-from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads
+from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
+                      python_getattribute)
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -73,6 +74,15 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t not in _PLAIN_TYPES and intercepts_attribute_reads(t):
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
+        known = tx.side_effects.existing(obj)
+        if known is not None:
+            return known
+        if source is not None and python_getattribute(t) is not None and not issubclass(t, torch.nn.Module):
+            # a plain object whose reads run a Python __getattribute__: traced
+            # (see UserObjectValue.get_attr)
+            value = UserObjectValue(obj, source, guards)
+            tx.side_effects.track_existing(obj, value)
+            return value
         return OpaqueValue(obj, source, f"a {t.__name__} object, whose class intercepts attribute reads",
                            kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):

@@ -336,12 +336,18 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    from .objects import length_hint
     if len(args) == 1 and not kwargs and type(args[0]) is TupleValue:
         return args[0]  # tuple(t) of an exact tuple is t itself
+    if args:
+        length_hint(tx, args[0])
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
 def _list(tx, args, kwargs):
+    from .objects import length_hint
+    if args:
+        length_hint(tx, args[0])
     return ListValue(_iter_items(tx, args[0]) if args else [])
 
 

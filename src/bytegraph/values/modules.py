@@ -267,6 +267,10 @@ class _ObjectSlot(Value):
     def call(self, tx, args, kwargs):
         if self.name in ("__init__", "__init_subclass__"):
             return NONE
+        if self.name == "__getattribute__" and isinstance(self.receiver, UserObjectValue) and len(args) == 1 \
+                and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
+            # a class's own __getattribute__ handing the read to object's
+            return self.receiver.generic_get_attr(tx, args[0].as_constant())
         raise Unsupported(f"object.{self.name} through super()", kind="unsupported_attribute")
 
 

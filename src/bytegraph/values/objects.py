@@ -173,6 +173,21 @@ class UserObjectValue(Value):
         return type(self.obj)
 
     def get_attr(self, tx, name):
+        cls = type(self.obj)
+        hook = python_getattribute(cls)
+        if hook is not None:
+            # ``obj.name`` is ``type(obj).__getattribute__(obj, name)``: run it
+            # in the trace (its own ``super().__getattribute__`` reads come back
+            # to ``generic_get_attr``)
+            guard_class_lookup(tx, cls, "__getattribute__", owner_of(cls, "__getattribute__"))
+            if special_lookup(cls, "__getattr__") is not _MISSING:
+                raise Unsupported(f"{cls.__name__}.__getattribute__ with __getattr__", kind="unsupported_attribute")
+            fn = tx.wrap(hook, AttrSource(AttrSource(self.source, "__class__"), "__getattribute__"))
+            return fn.call(tx, [self, const(name)], {})
+        return self.generic_get_attr(tx, name)
+
+    def generic_get_attr(self, tx, name):
+        """``object.__getattribute__(obj, name)``."""
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             if pending is DELETED:
@@ -180,7 +195,7 @@ class UserObjectValue(Value):
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
         self._check_dict_coherent(tx, name, writing=False)
-        return lookup_attr(tx, self, self.obj, name)
+        return lookup_attr(tx, self, self.obj, name, generic=python_getattribute(type(self.obj)) is not None)
 
     def _check_dict_coherent(self, tx, name, writing: bool) -> None:
         """The instance dict and the attributes are one state, modelled twice:
@@ -347,6 +362,15 @@ def owner_of(cls: type, name: str):
     return None
 
 
+def python_getattribute(cls: type):
+    """The class's ``__getattribute__`` when it is a Python function whose
+    reads can be traced (the class's ``__class__`` is object's), else None."""
+    fn = special_lookup(cls, "__getattribute__")
+    if isinstance(fn, types.FunctionType) and special_lookup(cls, "__class__") is object.__dict__["__class__"]:
+        return fn
+    return None
+
+
 def intercepts_attribute_reads(cls: type) -> bool:
     """Whether reading any attribute of a ``cls`` instance runs the program's
     code: a ``__getattribute__`` not written in C, or a ``__class__`` of its
@@ -357,6 +381,32 @@ def intercepts_attribute_reads(cls: type) -> bool:
     if type(getattribute) is not types.WrapperDescriptorType:
         return True
     return special_lookup(cls, "__class__") is not object.__dict__["__class__"]
+
+
+def length_hint(tx, v: Value) -> None:
+    """The ``__len__`` (else ``__length_hint__``) call that ``list(obj)``,
+    ``tuple(obj)`` and ``[*obj]`` make on a user object before iterating it:
+    its result only sizes the buffer, but the call is the program's code."""
+    from ..errors import UserException
+    from .modules import NewObjectValue
+    if not isinstance(v, (UserObjectValue, NewObjectValue)):
+        return
+    cls = v.python_type()
+    for name in ("__len__", "__length_hint__"):
+        if special_lookup(cls, name) is _MISSING:
+            guard_class_lookup(tx, cls, name)
+            continue
+        method = v.dunder(tx, name) if isinstance(v, UserObjectValue) else v._dunder(tx, name)
+        if method is None:
+            raise Unsupported(f"{cls.__name__}.{name} is not a Python function", kind="unsupported_builtin")
+        try:
+            result = method.call(tx, [], {})
+        except UserException:
+            # (a TypeError from __len__ is swallowed, others propagate)
+            raise Unsupported(f"{cls.__name__}.{name} raising while sizing a list", kind="unsupported_builtin")
+        if not (result.is_constant() and type(result.as_constant()) is int and result.as_constant() >= 0):
+            raise Unsupported(f"{cls.__name__}.{name} returning a {result.type_name()}", kind="unsupported_builtin")
+        return
 
 
 def dunder_truth(tx, cls: type, bound) -> bool:
@@ -462,8 +512,9 @@ def _guard_not_in_dict(tx, dict_source, name: str) -> None:
         tx.guards.add(Guard("DICT_CONTAINS", dict_source, (name, False)))
 
 
-def lookup_attr(tx, value: Value, obj, name: str) -> Value:
-    """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source."""
+def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Value:
+    """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source
+    (``generic``: ``object.__getattribute__``, bypassing the class's own)."""
     from .functions import BoundMethodValue
     cls = type(obj)
     src = value.source
@@ -509,7 +560,7 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         guard_class_lookup(tx, cls, name)
         guard_class_lookup(tx, cls, "__getattr__")
     try:
-        attr = getattr(obj, name)
+        attr = object.__getattribute__(obj, name) if generic else getattr(obj, name)
     except AttributeError as e:
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
