@@ -3039,3 +3039,18 @@ def test_list_and_tuple_of_an_object_ask_its_len_first():
         return out, _SizedIter.calls[start:]
 
     assert run_both(f, _two(_SizedIter))[:2] == (("ok", (([1, 2], (1, 2), [1, 2]), ["len"] * 3)),) * 2
+
+
+def test_a_range_iterator_from_before_the_trace_is_iterated_and_advanced():
+    def f(n):
+        it = iter(range(5))
+        first = next(it)
+        print("", end="", file=io.StringIO())   # a break: `it` reaches the rest as a real iterator
+        second = next(it)
+        return first, second, list(it), next(it, "done")
+
+    breaks = bytegraph.stats().graph_breaks
+    assert run_both(f, 5)[:2] == (("ok", (0, 1, [2, 3, 4], "done")),) * 2
+    # only the print line breaks (the resume function iterates `it` itself, so a
+    # loop it starts inside can be outlined rather than break every step)
+    assert bytegraph.stats().graph_breaks - breaks == 2   # io.StringIO() and print()
