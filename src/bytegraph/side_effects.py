@@ -209,14 +209,10 @@ class SideEffects:
         from .codegen import is_live
         effects = [e for e in self._effects()
                    if not (e[0] == "state" and _is_frame_local(e[1]) and not is_live(cg, e[1]))]
-        # The objects written to are evaluated first too: a target reached
-        # through a container (``box[1].__dict__``) must be the object it was
-        # before an earlier write (``box.pop()``) changed that container.
-        for kind, target, payload in effects:
-            if kind in ("state", "attr") and not isinstance(target, CellValue) and target.source is not None:
-                cg.stage_value(target)
         staged = []
         for kind, target, payload in effects:
+            if kind in ("state", "attr"):
+                cg.stage_target(target)
             if kind == "state" and not isinstance(target, CellValue):
                 staged.append(cg.stage_new_state(target))
             elif kind == "call":

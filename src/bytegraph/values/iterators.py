@@ -254,7 +254,7 @@ class RangeIteratorValue(_SteppedIterator):
 
     def apply_new_state(self, cg) -> None:
         """Move the real iterator to this value's position."""
-        cg.reconstruct(self)
+        cg.load_target(self)
 
         def position():
             cg.load_object(min(self.index, len(self.rng)))
