@@ -3453,3 +3453,30 @@ def test_a_range_iterator_from_before_the_trace_is_iterated_and_advanced():
     # only the print line breaks (the resume function iterates `it` itself, so a
     # loop it starts inside can be outlined rather than break every step)
     assert bytegraph.stats().graph_breaks - breaks == 2   # io.StringIO() and print()
+
+
+def test_namedtuple_construction_binds_like_its_new():
+    import collections
+
+    P = collections.namedtuple("P", "x y", defaults=(7,))
+
+    class Q(P):
+        pass
+
+    class R(P):
+        def __new__(cls, a):
+            return super().__new__(cls, a, a)
+
+    def call(c, *a, **k):
+        try:
+            return c(*a, **k)
+        except TypeError as e:
+            return str(e)
+
+    def f(v):
+        return (call(P, 1), call(P, 1, 2, 3), call(P, x=1, y=v), call(P, v, x=2), call(P), call(P, z=3),
+                call(P, [v], x=[v]), call(P, [v]), call(Q, v), type(call(Q, v)).__name__, call(R, v),
+                type(call(R, v)).__name__)
+
+    eager, compiled, _, _ = run_both(f, 3)
+    assert compiled == eager

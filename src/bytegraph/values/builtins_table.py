@@ -597,24 +597,54 @@ class SetGradEnabledValue(GradModeValue):
         return NONE
 
 
+class _Slot:
+    """A placeholder argument: which call argument landed in which field."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _construct_namedtuple(tx, cls: type, args, kwargs) -> Value:
+    """``cls(*args, **kwargs)`` for a ``collections.namedtuple`` class whose
+    construction is the generated ``__new__`` alone (no ``__new__`` or
+    ``__init__`` of a subclass): the arguments are bound by a copy of that
+    ``__new__`` over placeholders, so a bad call raises CPython's own
+    ``TypeError`` and the fields get the defaults it has."""
+    new = cls.__dict__.get("__new__")
+    base = cls
+    if new is None:
+        base = next((k for k in cls.__mro__ if "__new__" in k.__dict__), tuple)
+        if any("__init__" in k.__dict__ or "__new__" in k.__dict__ for k in cls.__mro__[:cls.__mro__.index(base)]):
+            base = None
+        new = base.__dict__.get("__new__") if base is not None else None
+    if "__init__" in (base.__dict__ if base is not None else {}) or not isinstance(new, staticmethod) \
+            or not isinstance(new.__func__, types.FunctionType) \
+            or new.__func__.__globals__.get("_tuple_new") is not tuple.__new__:
+        raise Unsupported(f"constructing a {cls.__qualname__} (a tuple subclass with its own __new__/__init__)",
+                          kind="unsupported_class_call")
+    fn = new.__func__
+    probe = types.FunctionType(fn.__code__, {"_tuple_new": lambda _cls, items: items, "__builtins__": {}},
+                               fn.__name__, fn.__defaults__, None)
+    probe.__kwdefaults__ = fn.__kwdefaults__
+    probe.__qualname__ = fn.__qualname__
+    try:
+        bound = probe(cls, *[_Slot(a) for a in args], **{k: _Slot(v) for k, v in kwargs.items()})
+    except TypeError as e:
+        tx.raise_python_exception(TypeError(str(e)))
+    items = [b.value if isinstance(b, _Slot) else tx.wrap(b, None) for b in bound]
+    if all(v.is_constant() for v in items):
+        return const(tuple.__new__(cls, [v.as_constant() for v in items]))
+    return NamedTupleValue(items, cls)
+
+
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        fields = cls._fields
-        defaults = getattr(cls, "_field_defaults", {})
-        if all_constant(args) and all_constant(kwargs.values()):
-            return const(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
-        items = list(args) + [None] * (len(fields) - len(args))
-        for i, f in enumerate(fields):
-            if f in kwargs:
-                items[i] = kwargs[f]
-            elif items[i] is None:
-                if f not in defaults:
-                    tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
-                items[i] = tx.wrap(defaults[f], None)
-        return NamedTupleValue(items, cls)
+        return _construct_namedtuple(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
             not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
         from .modules import construct_user_object
