@@ -3480,3 +3480,19 @@ def test_namedtuple_construction_binds_like_its_new():
 
     eager, compiled, _, _ = run_both(f, 3)
     assert compiled == eager
+
+
+def test_namedtuple_subclass_with_an_instance_dict_is_an_object():
+    import collections
+
+    def f():
+        class Point(collections.namedtuple("_Point", ["x", "y"])):
+            pass
+
+        a = Point(3, 4)
+        d = a._asdict()
+        a.w = 5
+        return d, a.__dict__, a
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled[1][:2] == eager[1][:2] and compiled[1][2] == eager[1][2]

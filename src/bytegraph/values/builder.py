@@ -105,7 +105,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         _type_len(guards, source, obj)
         return TupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], source,
                           real=obj if source is not None else None)
-    if isinstance(obj, tuple) and hasattr(t, "_fields"):
+    if isinstance(obj, tuple) and hasattr(t, "_fields") and not t.__dictoffset__:
+        # (a subclass with an instance dict is a mutable object, not a value)
         _type_len(guards, source, obj)
         value = NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
         value.real = obj if source is not None else None

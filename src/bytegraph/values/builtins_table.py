@@ -624,6 +624,10 @@ def _construct_namedtuple(tx, cls: type, args, kwargs) -> Value:
             or new.__func__.__globals__.get("_tuple_new") is not tuple.__new__:
         raise Unsupported(f"constructing a {cls.__qualname__} (a tuple subclass with its own __new__/__init__)",
                           kind="unsupported_class_call")
+    if cls.__dictoffset__:
+        # a subclass without __slots__: its instances are mutable objects
+        raise Unsupported(f"constructing a {cls.__qualname__} (a namedtuple subclass with an instance dict)",
+                          kind="unsupported_class_call")
     fn = new.__func__
     probe = types.FunctionType(fn.__code__, {"_tuple_new": lambda _cls, items: items, "__builtins__": {}},
                                fn.__name__, fn.__defaults__, None)
