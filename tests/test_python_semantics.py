@@ -3496,3 +3496,17 @@ def test_namedtuple_subclass_with_an_instance_dict_is_an_object():
 
     eager, compiled, _, _ = run_both(f)
     assert compiled[1][:2] == eager[1][:2] and compiled[1][2] == eager[1][2]
+
+
+def test_closure_cells_of_a_function_read_without_a_source():
+    import collections
+
+    def f():
+        # t._replace is a closure (over field_names and _map) reached through a
+        # constant: its cells are read and handed on as the real cells
+        T = collections.namedtuple("T", "itemgetter property self cls tuple")
+        t = T(1, 2, 3, 4, 5)
+        return t, t._replace(itemgetter=10, property=20, self=30, cls=40, tuple=50)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager

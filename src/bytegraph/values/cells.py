@@ -20,6 +20,7 @@ from __future__ import annotations
 import types
 from typing import Optional
 
+from ..errors import Unsupported
 from ..sources import CellContentsSource, RootCellSource, Source
 from .base import Value
 
@@ -38,6 +39,15 @@ class _Marker:
 EMPTY = _Marker("EMPTY")
 #: A pre-existing cell whose contents have not been read yet.
 UNREAD = _Marker("UNREAD")
+
+
+def _immutable(obj) -> bool:
+    """A constant all the way down (so a copy of it is as good as it)."""
+    if type(obj) in (int, float, complex, bool, str, bytes, type(None)):
+        return True
+    if type(obj) in (tuple, frozenset):
+        return all(_immutable(x) for x in obj)
+    return False
 
 
 class CellValue(Value):
@@ -71,7 +81,7 @@ class CellValue(Value):
     @property
     def is_new(self) -> bool:
         """Created during tracing (has no real counterpart yet)."""
-        return self.source is None
+        return self.source is None and self.real_cell is None
 
     def read(self, tx) -> Value:
         """``LOAD_DEREF``: the contents, loading a pre-existing cell's contents lazily."""
@@ -81,20 +91,36 @@ class CellValue(Value):
             except ValueError:
                 self.contents = EMPTY
             else:
-                self.contents = tx.wrap(obj, CellContentsSource(self.source))
+                if self.source is None:
+                    # a pre-existing cell the trace cannot locate (a closure of a
+                    # function read without a source): only a value that needs
+                    # no source (immutable, rebuilt from constants) is usable
+                    if not _immutable(obj):
+                        raise Unsupported(f"free variable '{self.name}' of a function the trace cannot locate",
+                                          kind="unsupported_closure")
+                    self.contents = tx.wrap(obj, None)
+                else:
+                    self.contents = tx.wrap(obj, CellContentsSource(self.source))
         if self.contents is EMPTY:
             tx.raise_python_exception(NameError(
                 f"cannot access free variable '{self.name}' where it is not associated with a value"
                 " in enclosing scope"))
         return self.contents
 
+    def _check_locatable(self) -> None:
+        if self.source is None and self.real_cell is not None:
+            raise Unsupported(f"writing free variable '{self.name}' of a function the trace cannot locate",
+                              kind="unsupported_closure")
+
     def write(self, tx, value: Value) -> None:
         """``STORE_DEREF``: buffered; the final contents are written back after the graph."""
+        self._check_locatable()
         tx.side_effects.mutate(self)
         self.contents = value
 
     def delete(self, tx) -> None:
         """``DELETE_DEREF``: empty the cell (``NameError`` if already empty)."""
+        self._check_locatable()
         if self.contents is UNREAD:
             self.read(tx)
         if self.contents is EMPTY:
@@ -121,6 +147,11 @@ class CellValue(Value):
     def reconstruct(self, cg):
         if self.source is not None:
             self.source.emit_load(cg)
+            return
+        if self.real_cell is not None:
+            # a pre-existing cell with no source: the very cell (a new one would
+            # lose its identity and, unread, its contents)
+            cg.load_object(self.real_cell)
             return
         cg.push_callable(types.CellType)
         if isinstance(self.contents, Value):
