@@ -3510,3 +3510,20 @@ def test_closure_cells_of_a_function_read_without_a_source():
 
     eager, compiled, _, _ = run_both(f)
     assert compiled == eager
+
+
+def test_iter_of_a_self_iterator_is_the_object():
+    from collections.abc import Generator
+
+    class MG(Generator):
+        def send(self, value):
+            return value
+
+        def throw(self, typ, val=None, tb=None):
+            super().throw(typ, val, tb)
+
+    def f():
+        m = MG()
+        return m is iter(m), iter(m) is iter(m), m.send(None) is next(m)
+
+    assert_same_clean(f)
