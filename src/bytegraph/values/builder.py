@@ -27,6 +27,7 @@ from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTuple
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
+from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -131,6 +132,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is range:
         _id_or_const(guards, source, obj)
         return RangeValue(obj)
+    if source is not None and t in REAL_ITERATOR_TYPES:
+        # e.g. a for loop's iterator carried across a graph break
+        value = wrap_real_iterator(tx, obj, source)
+        if value is not None:
+            return value
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
