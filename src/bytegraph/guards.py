@@ -342,6 +342,26 @@ class CompiledGuard:
                 ints[guard.source.name()] = value
         return shapes, ints
 
+    def moved_iterators(self, args, kwargs) -> List[str]:
+        """Sources of the real iterators whose position guard fails for this
+        call (a loop resumed at another iteration).  Slow path."""
+        from .sources import IteratorPartSource
+        env = self._env(args, kwargs)
+        out: List[str] = []
+        if env is None:
+            return out
+        for setup, _cond, guard, value_var in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+            except Exception:
+                continue
+            src = guard.source
+            if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
+                    and env.get(value_var) != guard.expected:
+                out.append(src.base.name())
+        return out
+
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""
         env = self._env(args, kwargs)

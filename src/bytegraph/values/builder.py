@@ -134,9 +134,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return RangeValue(obj)
     if source is not None and t in REAL_ITERATOR_TYPES:
         # e.g. a for loop's iterator carried across a graph break
-        value = wrap_real_iterator(tx, obj, source)
-        if value is not None:
-            return value
+        return wrap_real_iterator(tx, obj, source)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)

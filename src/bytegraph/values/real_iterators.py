@@ -91,32 +91,49 @@ def iterator_state(it):
 
 
 class ExistingIteratorValue(_SteppedIterator):
-    """A real list, tuple, range or dict iterator (or an enumerate or zip
-    over those) from before the trace.
+    """A real list, tuple, range, str, bytes or dict iterator (or an
+    enumerate or zip over those) from before the trace.
 
-    ``inner`` models it over its container's value from its current
-    position; the trace steps the model (``steps`` counts the ``next``
-    calls).  It stays the same object: it is loaded from its source, and
-    after the graph the real iterator is advanced by ``steps`` (a side
-    effect, replayed in order with the others).  A step that raised
-    (``broken``: a dict that changed size) is not replayed: Unsupported."""
+    It stays the same object: it is loaded from its source.  The first
+    ``next`` makes ``inner``, a model of it over its container's value from
+    its current position (guarding both); the trace steps the model
+    (``steps`` counts the ``next`` calls), and after the graph the real
+    iterator is advanced by as many (a side effect, replayed in order with
+    the others).  A step that raised (``broken``: a dict that changed size)
+    is not replayed: Unsupported.
 
-    __slots__ = ("inner", "real_type", "steps", "broken")
+    A loop resumed after a break at every iteration would compile its
+    resume function once per position: once a call finds the iterator
+    elsewhere than a trace guarded, the frame's policy lists its source and
+    later traces leave it to run natively (no position guard)."""
 
-    def __init__(self, inner: IteratorValue, real_type: type, source):
+    __slots__ = ("real", "inner", "real_type", "steps", "broken")
+
+    def __init__(self, real, source):
         super().__init__([])
-        self.inner, self.real_type, self.source = inner, real_type, source
+        self.real, self.real_type, self.source = real, type(real), source
+        self.inner = None
         self.steps = 0
         self.broken = False
 
     def python_type(self):
         return self.real_type
 
+    def model(self, tx) -> IteratorValue:
+        if self.inner is None:
+            if tx.trace.policy.iterator_moves(self.source.name()):
+                raise Unsupported(f"the rest of a loop over a {self.real_type.__name__}, resumed after a break in "
+                                  "its body", kind="resumed_loop",
+                                  hint="the loop runs natively, each iteration's body compiled once for all")
+            self.inner = _real_model(tx, self.real, self.source)
+        return self.inner
+
     def next(self, tx):
+        inner = self.model(tx)
         self.steps += 1
         tx.side_effects.mutate(self)
         try:
-            return self.inner.next(tx)
+            return inner.next(tx)
         except Unsupported:
             raise
         except Exception:
@@ -124,7 +141,7 @@ class ExistingIteratorValue(_SteppedIterator):
             raise
 
     def children(self):
-        return self.inner.children()
+        return self.inner.children() if self.inner is not None else ()
 
     def emit_replay(self, cg) -> None:
         """Advance the real iterator as the trace did."""
@@ -165,15 +182,11 @@ def advance_iterator(it, steps: int):
 _END = object()
 
 
-def wrap_real_iterator(tx, it, source):
-    """The value of real iterator ``it`` read from ``source``, with the guards
-    that pin its container and its position; None if it cannot be modelled
-    (it is then an opaque object: using it breaks, where it is used)."""
-    try:
-        model = _real_model(tx, it, source)
-    except Unsupported:
-        return None
-    value = ExistingIteratorValue(model, type(it), source)
+def wrap_real_iterator(tx, it, source) -> ExistingIteratorValue:
+    """The value of real iterator ``it`` read from ``source`` (its container
+    and position are read, and guarded, when the trace steps it)."""
+    tx.guards.add(Guard("TYPE_MATCH", source, type(it)))
+    value = ExistingIteratorValue(it, source)
     tx.side_effects.track_existing(it, value)
     return value
 
