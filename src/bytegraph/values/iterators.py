@@ -180,11 +180,10 @@ class SizedIteratorValue(_SteppedIterator):
 
     def _shape(self):
         """What must not change under the iterator besides its size: the
-        elements and the operations applied (an element removed and another
-        added leave the size as it was, and CPython then walks a table the
-        items snapshot does not describe)."""
-        recipe = getattr(self.container, "recipe", None)
-        return (list(getattr(self.container, "elements", ())), None if recipe is None else len(recipe))
+        operations applied to the set (an element removed and another added
+        leave the size as it was, and CPython then walks a table the items
+        snapshot does not describe)."""
+        return getattr(self.container, "ops", None)
 
     def python_type(self):
         return type(iter(set())) if self.kind == "set" else type(iter(getattr({}, self.kind)()))
