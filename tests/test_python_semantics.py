@@ -2886,3 +2886,17 @@ def test_set_element_replaced_under_its_iterator_is_not_followed_blindly():
 
     eager, compiled, _, _ = run_both(f)
     assert eager == compiled == ("ok", [1, 2, 4])
+
+
+def test_exhausted_dict_iterators_across_a_break_ignore_their_dict():
+    def f():
+        d = {"a": 1}
+        its = [iter(d), iter(d.values()), iter(d.items())]
+        for it in its:
+            list(it)
+        bytegraph.graph_break()   # rebuilt as exhausted iterators of their own kinds
+        d["b"] = 2
+        return [type(it).__name__ for it in its], [list(it) for it in its]
+
+    assert assert_same_clean(f) == ("ok", (["dict_keyiterator", "dict_valueiterator", "dict_itemiterator"],
+                                           [[], [], []]))

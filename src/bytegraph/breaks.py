@@ -71,28 +71,10 @@ def plan_break(exc: Unsupported) -> BreakPlan:
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
-            root_loop = _resumed_loop(f)
-            if root_loop is not None:
-                return BreakPlan(f.head_steps[root_loop.head], "loop", record, root_loop)
             stop = frame.head_steps[lp.head] if lp is not None else step
             return BreakPlan(stop, "chain", record)
         frame = outermost_indirect.parent
         index, step = frame.ip - 1, frame.step
-
-
-def _resumed_loop(root):
-    """The loop of ``root`` to run natively for a break inside calls it makes
-    in that loop, if the loop walks an iterator from before the trace (a
-    resume function continuing the loop the previous break was in).
-
-    Continuing such a loop in a chain of resume functions would compile
-    the root's continuation once per position of the iterator (its
-    position is guarded); a native loop compiles the outlined body once
-    for all iterations alike."""
-    from .values.real_iterators import ExistingIteratorValue
-    if not any(isinstance(v, ExistingIteratorValue) for v in root.stack):
-        return None
-    return outermost_loop(root.code, root.ip - 1, set(root.head_steps))
 
 
 def _is_plain_call(frame) -> bool:

@@ -293,8 +293,8 @@ class DictIteratorValue(_SteppedIterator):
             raise Unsupported("an iterator over a pre-existing dict whose keys the trace changed gets out of the "
                               "trace", kind="unreconstructable", hint="the frame runs eagerly")
         if self.done:
-            cg.push_callable(exhausted_iterator)
-            cg.load_object({}.keys() if self.kind == "keys" else getattr({}, self.kind)())
+            cg.push_callable(exhausted_dict_iterator)
+            cg.load_object(self.kind)
             cg.call(1)
             return
         cg.push_callable(container_iterator_at)
@@ -302,6 +302,13 @@ class DictIteratorValue(_SteppedIterator):
         cg.load_object(self.kind)
         cg.load_object(self.pos)
         cg.call(3)
+
+
+def exhausted_dict_iterator(kind: str):
+    """A real iterator over a dict's ``kind`` view that has said it is exhausted."""
+    it = iter(getattr({}, kind)())
+    next(it, None)
+    return it
 
 
 def container_iterator_at(container, kind: str, pos: int):
