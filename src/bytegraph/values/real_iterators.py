@@ -154,7 +154,7 @@ class ExistingIteratorValue(_SteppedIterator):
             raise Unsupported("a real dict iterator whose dict's keys the trace changed gets out of it",
                               kind="unreconstructable", hint="the frame runs eagerly")
         cg.push_callable(advance_iterator)
-        self.source.emit_load(cg)
+        cg.load_target(self)
         cg.load_object(self.steps)
         cg.call(2)
         cg.emit("POP_TOP")
