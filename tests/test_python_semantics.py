@@ -3001,3 +3001,16 @@ def test_exhausted_dict_iterators_across_a_break_ignore_their_dict():
 
     assert assert_same_clean(f) == ("ok", (["dict_keyiterator", "dict_valueiterator", "dict_itemiterator"],
                                            [[], [], []]))
+
+
+def test_dict_update_with_a_pair_of_the_wrong_length_raises_as_in_python():
+    def f():
+        d = {"a": 1}
+        try:
+            d.update([("b", 2), ("c", 3, 4)])
+        except ValueError as e:
+            return str(e), d
+        return None
+
+    assert assert_same_clean(f) == ("ok", ("dictionary update sequence element #1 has length 3; 2 is required",
+                                           {"a": 1, "b": 2}))

@@ -572,8 +572,13 @@ class DictValue(Value):
                     for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
                         self._set(key_of(k), k, getitem(tx, other, k))
                 else:
-                    for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
+                    for i, pair in enumerate(other.unpack(tx)):
+                        kv = pair.unpack(tx)
+                        if len(kv) != 2:
+                            # the pairs before it are in the dict already, as in CPython
+                            tx.raise_python_exception(ValueError(
+                                f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required"))
+                        k, v = kv
                         self._set(key_of(k), k, v)
             for k, v in kwargs.items():
                 self._set(key_of(const(k)), const(k), v)
