@@ -3527,3 +3527,238 @@ def test_iter_of_a_self_iterator_is_the_object():
         return m is iter(m), iter(m) is iter(m), m.send(None) is next(m)
 
     assert_same_clean(f)
+
+# ---------------------------------------------------------------------------
+# --- wt-iter: dict iterators follow their dict; real iterators from before
+# the trace (a loop's iterator carried across a break) are stepped by it
+
+
+def _outcome(fn, make_args):
+    """What a user sees of ``fn(*make_args())``: the result or the exception,
+    and the arguments afterwards (each run on fresh arguments)."""
+    args = make_args()
+    try:
+        return ("ok", fn(*args), args)
+    except Exception as e:  # noqa: BLE001 - the exception is the result
+        return ("raise", type(e), str(e), args)
+
+
+def run_fresh(fn, make_args):
+    """(eager outcome, compiled outcome, eager fallbacks, break kinds), each run on fresh arguments."""
+    eager = _outcome(fn, make_args)
+    bytegraph.reset()
+    saved = config.force_transform
+    config.force_transform = True
+    kinds = []
+    before = STATS.eager_fallbacks
+
+    def explained(*args):
+        report = bytegraph.explain(fn)(*args)
+        kinds.extend(r.kind for r in report.break_reasons)
+        return report.result
+    try:
+        compiled = _outcome(explained, make_args)
+    finally:
+        config.force_transform = saved
+    return eager, compiled, STATS.eager_fallbacks - before, kinds
+
+
+def _brk(v):
+    bytegraph.graph_break()
+    return v
+
+
+def test_dict_values_and_items_iterators_read_the_values_as_they_are_at_each_step():
+    def f():
+        d = {"a": 1, "b": 2, "c": 3}
+        out = []
+        for v in d.values():
+            d["c"] = 30
+            out.append(v)
+        for k, v in d.items():
+            d["c"] = 300
+            out.append((k, v))
+        return out, d
+
+    assert assert_same_clean(f) == ("ok", ([1, 2, 30, ("a", 1), ("b", 2), ("c", 300)], {"a": 1, "b": 2, "c": 300}))
+
+
+def test_dict_key_deleted_and_reinserted_under_its_iterator_is_not_followed_blindly():
+    def f():
+        d = {"a": 1, "b": 2}
+        out = []
+        for k in d:
+            out.append(k)
+            if k == "b":
+                del d["b"]
+                d["b"] = 5   # same size: CPython finds "b" again, in a new slot
+        return out
+
+    eager, compiled, _, _ = run_both(f)
+    assert eager == compiled == ("raise", RuntimeError, "dictionary keys changed during iteration")
+
+
+def test_dict_keys_replaced_under_an_iterator_across_breaks():
+    def f(d):
+        out = []
+        for k in d:
+            out.append(_brk(k))
+            if k == "a":
+                del d["c"]
+                d["c"] = 0
+            if k == "b":
+                del d["b"]
+                d["b"] = 0
+        return out
+
+    eager, compiled, _, _ = run_fresh(f, lambda: ({"a": 1, "b": 2, "c": 3},))
+    assert eager == compiled
+    assert eager[:3] == ("raise", RuntimeError, "dictionary keys changed during iteration")
+
+
+def test_dict_with_holes_iterated_across_breaks_keeps_eagers_table():
+    def f(d):
+        del d["a"]
+        d["a"] = 9   # a hole at the front of the table, "a" at its end
+        out = []
+        for k, v in d.items():
+            out.append(_brk((k, v)))
+            d[k] = v + 1
+        return out
+
+    eager, compiled, fallbacks, _ = run_fresh(f, lambda: ({"a": 1, "b": 2, "c": 3},))
+    assert eager == compiled == ("ok", [("b", 2), ("c", 3), ("a", 9)], ({"b": 3, "c": 4, "a": 10},))
+    assert fallbacks == 0
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: iter(d), lambda d: iter(d.values()), lambda d: iter(d.items()), lambda d: iter(list(d)),
+    lambda d: iter(tuple(d)), lambda d: iter(range(len(d))), lambda d: iter("abc"),
+    lambda d: iter(b"abc"), lambda d: enumerate(d.values(), 5), lambda d: zip(d, range(2)),
+], ids=["keys", "values", "items", "list", "tuple", "range", "str", "bytes", "enumerate", "zip"])
+def test_real_iterator_carried_across_a_break_is_stepped_by_the_resumed_trace(make):
+    def f(d):
+        it = make(d)
+        first = next(it)
+        bytegraph.graph_break()   # it is a real iterator in the resume function
+        alias = it
+        second = next(it, "end")
+        rest = []
+        try:   # (not an outlined loop: the resumed trace steps the iterator itself)
+            for v in it:
+                rest.append(v)
+        finally:
+            pass
+        return first, second, rest, alias is it, next(it, "done")
+
+    eager, compiled, fallbacks, kinds = run_fresh(f, lambda: ({"a": 1, "b": 2, "c": 3},))
+    assert eager == compiled and eager[0] == "ok"
+    assert fallbacks == 0
+    assert kinds == ["explicit_graph_break"]
+
+
+def test_resume_function_with_a_real_iterator_is_guarded_on_its_container_and_position():
+    def g(it, n):
+        out = [next(it, None) for _ in range(n)]
+        bytegraph.graph_break()
+        out.append(list(it))
+        return out
+
+    def makers():
+        d = {"a": 1, "b": 2, "c": 3}
+
+        def partial_items():
+            it = iter(d.items())
+            next(it)
+            return it
+
+        def keys_replaced_under_it():
+            dd = {"a": 1, "b": 2, "c": 3}
+            it = iter(dd)
+            next(it)
+            del dd["a"]
+            dd["a"] = 1   # same size: the iterator raises on its next step
+            return it
+
+        return [lambda: iter(d), lambda: iter(d.values()), lambda: iter([1, 2, 3]), lambda: iter((4, 5)),
+                lambda: iter(range(5)), lambda: enumerate("abc"), lambda: zip([1, 2], "xy"), partial_items,
+                lambda: iter({"x": 7}), keys_replaced_under_it]
+
+    bytegraph.reset()
+    saved = config.force_transform, config.cache_size_limit
+    config.force_transform, config.cache_size_limit = True, 1000   # every variant compiled, none run eagerly
+    try:
+        compiled = bytegraph.compile(g, backend="eager")
+        for make in makers():
+            for n in (0, 1, 2, 5):
+                assert _outcome(compiled, lambda: (make(), n))[:2] == _outcome(g, lambda: (make(), n))[:2]
+    finally:
+        config.force_transform, config.cache_size_limit = saved
+
+
+def test_dict_mutated_in_a_loop_resumed_in_a_try_block():
+    def f(d, stop):
+        out = []
+        try:
+            for k, v in d.items():
+                bytegraph.graph_break()
+                out.append((k, v))
+                if k == stop:
+                    d[k] = -1
+        finally:
+            out.append("end")
+        return out
+
+    def holes():
+        d = {"a": 1, "b": 2, "c": 3}
+        del d["a"]
+        d["a"] = 4
+        return d
+
+    for make, stop in [(lambda: {"a": 1, "b": 2}, "a"), (lambda: {"x": 1, "y": 2, "z": 3}, "z"), (holes, "c"),
+                       (dict, "a")]:
+        eager, compiled, fallbacks, _ = run_fresh(f, lambda: (make(), stop))
+        assert eager == compiled and eager[0] == "ok"
+        assert fallbacks == 0
+
+
+def test_set_element_replaced_under_its_iterator_is_not_followed_blindly():
+    def f():
+        s = {1, 2, 3}
+        out = []
+        for x in s:
+            out.append(x)
+            if x == 1:
+                s.discard(3)
+                s.add(4)   # same size: CPython walks on through the changed table
+        return out
+
+    eager, compiled, _, _ = run_both(f)
+    assert eager == compiled == ("ok", [1, 2, 4])
+
+
+def test_exhausted_dict_iterators_across_a_break_ignore_their_dict():
+    def f():
+        d = {"a": 1}
+        its = [iter(d), iter(d.values()), iter(d.items())]
+        for it in its:
+            list(it)
+        bytegraph.graph_break()   # rebuilt as exhausted iterators of their own kinds
+        d["b"] = 2
+        return [type(it).__name__ for it in its], [list(it) for it in its]
+
+    assert assert_same_clean(f) == ("ok", (["dict_keyiterator", "dict_valueiterator", "dict_itemiterator"],
+                                           [[], [], []]))
+
+
+def test_dict_update_with_a_pair_of_the_wrong_length_raises_as_in_python():
+    def f():
+        d = {"a": 1}
+        try:
+            d.update([("b", 2), ("c", 3, 4)])
+        except ValueError as e:
+            return str(e), d
+        return None
+
+    assert assert_same_clean(f) == ("ok", ("dictionary update sequence element #1 has length 3; 2 is required",
+                                           {"a": 1, "b": 2}))

@@ -120,6 +120,9 @@ class FrameCache:
                 log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
                     fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
             shapes, ints = last.guard.observed(args, kwargs)
+            # a loop resumed at another iteration: from now on its iterator is
+            # left to run natively rather than compiled once per position
+            self._policy.moving_iterators.update(last.guard.moved_iterators(args, kwargs))
             if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))

@@ -44,7 +44,6 @@ _PRIORITY = {
     "FUNCTION_MATCH": 1,
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
-    "ITER_STATE": 3,
     "DICT_KEYS": 4,
     "DICT_CONTAINS": 4,
     "SET_MATCH": 4,
@@ -129,8 +128,6 @@ class Guard:
             return f"{src} == {e!r}"
         if k == "LEN_MATCH":
             return f"len({src}) == {e}"
-        if k == "ITER_STATE":
-            return f"{src}.__reduce__()[1:] == {e!r}"
         if k == "SET_MATCH":
             return f"{src} == {set(e)!r}"
         if k == "DICT_CONTAINS":
@@ -353,6 +350,26 @@ class CompiledGuard:
                     and type(value) is int:
                 ints[guard.source.name()] = value
         return shapes, ints
+
+    def moved_iterators(self, args, kwargs) -> List[str]:
+        """Sources of the real iterators whose position guard fails for this
+        call (a loop resumed at another iteration).  Slow path."""
+        from .sources import IteratorPartSource
+        env = self._env(args, kwargs)
+        out: List[str] = []
+        if env is None:
+            return out
+        for setup, _cond, guard, value_var in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+            except Exception:
+                continue
+            src = guard.source
+            if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
+                    and env.get(value_var) != guard.expected:
+                out.append(src.base.name())
+        return out
 
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""
@@ -690,9 +707,6 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
-    if k == "ITER_STATE":
-        # (after TYPE_MATCH: a range iterator's sequence and position)
-        return f"{e}.__reduce__()[1:] == {bind(g.expected)}"
     if k == "SET_MATCH":
         return f"{e} == {bind(g.expected)}"
     if k == "DICT_CONTAINS":

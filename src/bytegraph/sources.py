@@ -238,6 +238,37 @@ class ItemSource(Source):
         cg.emit("BINARY_SUBSCR")
 
 
+class IteratorPartSource(Source):
+    """What a real iterator ``base`` holds that Python exposes only through
+    helpers: ``part`` is ``"container"`` (the list, tuple, range or dict it
+    walks; None once exhausted) or ``"state"`` (where it is, see
+    ``values.real_iterators.iterator_state``)."""
+
+    __slots__ = ("base", "part")
+
+    def __init__(self, base: Source, part: str):
+        self.base = base
+        self.part = part
+
+    def _key(self):
+        return (self.base, self.part)
+
+    def _helper(self):
+        from .values import real_iterators
+        return real_iterators.iterator_container if self.part == "container" else real_iterators.iterator_state
+
+    def guard_expr(self, base_expr, bind):
+        return f"{bind(self._helper())}({base_expr})"
+
+    def name(self):
+        return f"{self.part} of iterator {self.base.name()}"
+
+    def emit_load(self, cg):
+        cg.push_callable(self._helper())
+        self.base.emit_load(cg)
+        cg.call(1)
+
+
 #: keys an ItemSource spells as literals (others are bound objects)
 _LITERAL_KEYS = (int, str, bool, float, bytes, type(None), tuple)
 

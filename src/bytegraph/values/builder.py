@@ -28,7 +28,7 @@ from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTuple
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
                       python_getattribute)
-from .iterators import RANGE_ITERATOR, RangeIteratorValue
+from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -156,14 +156,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is range:
         _id_or_const(guards, source, obj)
         return RangeValue(obj)
-    if t is RANGE_ITERATOR and source is not None:
-        # its range and position are read without advancing it
-        _, (rng,), index = obj.__reduce__()
-        guards.add(Guard("TYPE_MATCH", source, t))
-        guards.add(Guard("ITER_STATE", source, ((rng,), index)))
-        value = RangeIteratorValue(rng, index, source)
-        se.track_existing(obj, value)
-        return value
+    if source is not None and t in REAL_ITERATOR_TYPES:
+        # e.g. a for loop's iterator carried across a graph break
+        return wrap_real_iterator(tx, obj, source)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)

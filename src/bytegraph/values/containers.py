@@ -449,15 +449,27 @@ class DictValue(Value):
     Keys must be constants or values compared by identity (tensors, functions).
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
     insertion order; a defaultdict's ``default_factory`` fills missing keys.
+
+    ``key_log`` lists the insertions and deletions of keys made in the
+    trace, in order (``("ins", key)``, ``("del", key)``, ``("clear",)``).
+    While it is empty every entry is where it was in the dict's table, which
+    iterators over the dict rely on (see ``iterators.DictIteratorValue``);
+    a pre-existing dict replays these operations, so its table (and a live
+    iterator's walk over it) ends up as eager's, holes included.
     """
 
-    __slots__ = ("entries", "cls", "default_factory")
+    __slots__ = ("entries", "cls", "default_factory", "key_log")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
         self.entries: Dict[object, tuple] = dict(entries or {})
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
+        self.key_log: List[tuple] = []
+
+    @property
+    def key_ops(self) -> int:
+        return len(self.key_log)
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
@@ -486,8 +498,8 @@ class DictValue(Value):
         return [k for k, _ in self.entries.values()]
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        return SizedIteratorValue(self.keys(), self, lambda: len(self.entries), "dictionary")
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self, "keys")
 
     def unpack(self, tx):
         return self.keys()
@@ -512,6 +524,8 @@ class DictValue(Value):
         if old is not None:
             check_release(old[1])
         tx.side_effects.mutate(self)
+        if old is None:
+            self.key_log.append(("ins", key))
         self.entries[hk] = (old[0] if old else key, value)
 
     def delitem(self, tx, key: Value):
@@ -521,7 +535,8 @@ class DictValue(Value):
             check_release(old[1])
         tx.side_effects.mutate(self)
         try:
-            del self.entries[key_of(key)]
+            k = self.entries.pop(key_of(key))[0]
+            self.key_log.append(("del", k))
         except KeyError:
             if not key.is_constant():
                 raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
@@ -557,8 +572,13 @@ class DictValue(Value):
                     for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
                         self._set(key_of(k), k, getitem(tx, other, k))
                 else:
-                    for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
+                    for i, pair in enumerate(other.unpack(tx)):
+                        kv = pair.unpack(tx)
+                        if len(kv) != 2:
+                            # the pairs before it are in the dict already, as in CPython
+                            tx.raise_python_exception(ValueError(
+                                f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required"))
+                        k, v = kv
                         self._set(key_of(k), k, v)
             for k, v in kwargs.items():
                 self._set(key_of(const(k)), const(k), v)
@@ -567,13 +587,16 @@ class DictValue(Value):
             hk = key_of(args[0])
             if hk not in e:
                 tx.side_effects.mutate(self)
+                self.key_log.append(("ins", args[0]))
                 e[hk] = (args[0], args[1] if len(args) == 2 else NONE)
             return e[hk][1]
         if name == "pop" and 1 <= len(args) <= 2:
             hk = key_of(args[0])
             if hk in e:
                 tx.side_effects.mutate(self)
-                return e.pop(hk)[1]
+                k, v = e.pop(hk)
+                self.key_log.append(("del", k))
+                return v
             if len(args) == 2:
                 return args[1]
             tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "key"))
@@ -582,18 +605,23 @@ class DictValue(Value):
                 tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
             tx.side_effects.mutate(self)
             k, v = e.pop(next(reversed(e)))
+            self.key_log.append(("del", k))
             return TupleValue([k, v])
         if name == "clear" and not args:
             for k, v in e.values():
                 check_release(k)
                 check_release(v)
             tx.side_effects.mutate(self)
+            if e:
+                self.key_log.append(("clear",))
             e.clear()
             return NONE
         return super().call_method(tx, name, args, kwargs)
 
     def _set(self, hk, k, v):
         old = self.entries.get(hk)
+        if old is None:
+            self.key_log.append(("ins", k))
         self.entries[hk] = (old[0] if old else k, v)
 
     def reconstruct(self, cg):
@@ -635,9 +663,8 @@ class DictViewValue(Value):
         return (self.dict_value,)
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        d = self.dict_value
-        return SizedIteratorValue(self.unpack(tx), d, lambda: len(d.entries), "dictionary", self.kind)
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self.dict_value, self.kind)
 
     def unpack(self, tx):
         pairs = self.dict_value.entries.values()

@@ -45,7 +45,7 @@ class SetValue(Value):
     operations made during the trace.  Reconstructs by running the recipe.
     """
 
-    __slots__ = ("elements", "frozen", "recipe", "existing")
+    __slots__ = ("elements", "frozen", "recipe", "existing", "ops")
 
     def __init__(self, items: List[Value], source=None, frozen=False, existing=None):
         super().__init__(source)
@@ -59,6 +59,8 @@ class SetValue(Value):
         # a new set is by default built by adding ``items`` one by one (BUILD_SET,
         # set(list)); a pre-existing one logs what the trace does to it
         self.recipe: Optional[list] = [] if existing is not None else [("add", v) for v in items]
+        #: in-place operations made on it (an iterator over it must see none)
+        self.ops = 0
 
     @staticmethod
     def unknown(items: List[Value], frozen: bool = False) -> "SetValue":
@@ -115,6 +117,7 @@ class SetValue(Value):
 
     # -- in-place operations (each one logged) ---------------------------------
     def _log(self, step) -> None:
+        self.ops += 1
         if self.recipe is not None:
             self.recipe.append(step)
 
