@@ -95,8 +95,11 @@ def _check_plain_class_lookup(cls, name: str) -> None:
     or a class attribute whose type has a Python ``__get__``."""
     meta = type(cls)
     if meta is not type:
+        found = special_lookup(meta, name) is not _MISSING or (
+            isinstance(cls, type) and special_lookup(cls, name) is not _MISSING)
         if special_lookup(meta, "__getattribute__") is not type.__dict__["__getattribute__"] or \
-                special_lookup(meta, "__getattr__") is not _MISSING:
+                (special_lookup(meta, "__getattr__") is not _MISSING and not found):
+            # (a metaclass __getattr__ runs only when the ordinary lookup fails)
             raise Unsupported(f"attribute {name} of a class whose metaclass customizes attribute access",
                               kind="unsupported_attribute")
         attr = special_lookup(meta, name)
