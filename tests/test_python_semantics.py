@@ -2789,6 +2789,34 @@ def _wtfc_break():
     return 1
 
 
+def test_break_landing_on_a_delete_of_a_local_bound_in_the_trace():
+    import copy
+    import gc
+    import weakref
+
+    def f():
+        class C(object):
+            def __init__(self, i):
+                self.i = i
+
+        a, b, c, d = [C(i) for i in range(4)]
+        u = weakref.WeakValueDictionary()
+        u[a] = b
+        u[c] = d
+        v = copy.deepcopy(u)
+        (x, y), (z, t) = sorted(v.items(), key=lambda pair: pair[0].i)
+        assert x is not a and y is b
+        # dropping x (a finalizer: weakref callbacks) breaks; DELETE_FAST y/z is
+        # then native, on a slot the transformed code must have bound first
+        del x, y, z, t
+        del d
+        gc.collect()
+        return len(v)
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager
+
+
 def test_nested_function_keeps_its_annotations():
     import functools
     import typing

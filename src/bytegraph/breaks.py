@@ -179,6 +179,9 @@ class FrameState:
                 n in live or n in frame.unrealized or _keeps_alive(frame.locals.get(n)))]
         self.locals = _bound_plain_locals(frame, local_names)
         self.state_dict = state_dict
+        #: a local the native instruction deletes: bound in the frame's slot
+        #: for it (see BreakEmitter._store_locals), not handed on
+        self.deleted_natively: List[Tuple[str, Value]] = []
         self.cells = [frame.locals[n] for n in cell_names(frame.code)]
         #: ``(stack index of the saved previous exception, exception)`` of each
         #: handler the frame is in, outermost first (see Frame.exc_depths)
@@ -187,6 +190,7 @@ class FrameState:
     def values(self) -> List[Value]:
         out = [v for v in self.stack if not isinstance(v, NullValue)]
         out += [v for _, v in self.locals]
+        out += [v for _, v in self.deleted_natively]
         out += self.cells
         out += [exc for _, exc in self.exc_levels]
         return out
@@ -243,6 +247,8 @@ class BreakEmitter:
         st = FrameState(root, root.ip, list(root.stack), local_names)
         if ins.opname == "STORE_FAST" and written in names:
             st.locals.append((written, NativeSlotValue(written)))
+        elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
+            st.deleted_natively = _bound_plain_locals(root, [written])
         return [st]
 
     def _successors(self) -> List[int]:
@@ -437,7 +443,7 @@ class BreakEmitter:
         which the transformed code otherwise never writes."""
         from .sources import LocalSource
         cg = self.cg
-        for name, v in st.locals:
+        for name, v in st.locals + st.deleted_natively:
             if v.source == LocalSource(name):
                 continue  # the argument, still in its slot
             cg.reconstruct(v)
