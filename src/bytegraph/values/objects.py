@@ -162,13 +162,56 @@ class UserObjectValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
-        return lookup_attr(tx, self, self.obj, name)
+        linked = self._instance_dict(tx)
+        if linked is not None:
+            real, d = linked
+            hit = d.entries.get(("c", name))
+            if hit is not None and not _has_data_descriptor(type(self.obj), name):
+                return hit[1]
+            if hit is None and name in real:
+                raise Unsupported(f"{type(self.obj).__name__}.{name} deleted through the object's __dict__",
+                                  kind="unsupported_attribute")
+        out = lookup_attr(tx, self, self.obj, name)
+        if name == "__dict__":
+            self._instance_dict(tx)  # the attribute writes so far move into it
+        return out
+
+    def _instance_dict(self, tx):
+        """``(real dict, DictValue)`` when the trace holds this object's
+        ``__dict__`` as a dict value; None otherwise.
+
+        The dict value and the object's attributes are one store: once the
+        trace has the dict, attribute reads and writes go through it (and
+        writes buffered before move into it), so ``obj.__dict__[k] = v`` is
+        seen by ``obj.k`` and ``obj.k = v`` by the dict."""
+        from .containers import DictValue
+        if type(special_lookup(type(self.obj), "__dict__")) is not types.GetSetDescriptorType:
+            return None
+        try:
+            real = object.__getattribute__(self.obj, "__dict__")
+        except AttributeError:
+            return None
+        d = tx.side_effects.existing(real)
+        if not isinstance(d, DictValue):
+            return None
+        writes = tx.side_effects.attr_writes.get(self)
+        for name, v in list((writes or {}).items()):
+            if v is DELETED:
+                d.delitem(tx, const(name))
+            else:
+                d.setitem(tx, const(name), v)
+            tx.side_effects.forget_attr(self, name)
+        return real, d
 
     def set_attr(self, tx, name, value):
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
         self._release_attr(tx, name)
+        linked = self._instance_dict(tx)
+        if linked is not None:
+            linked[1].setitem(tx, const(name), value)
+            return
         tx.side_effects.store_attr(self, name, value)
 
     def _release_attr(self, tx, name) -> None:
@@ -187,6 +230,12 @@ class UserObjectValue(Value):
         if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
         self._release_attr(tx, name)
+        linked = self._instance_dict(tx)
+        if linked is not None:
+            if ("c", name) not in linked[1].entries:
+                tx.raise_python_exception(AttributeError(name))
+            linked[1].delitem(tx, const(name))
+            return
         se = tx.side_effects
         pending = se.pending_attr(self, name)
         had = name in self.obj.__dict__
