@@ -2855,3 +2855,48 @@ def test_isinstance_of_builtin_objects_against_other_classes_does_not_break():
         assert bytegraph.compile(f, backend="eager", fullgraph=True)(ValueError, [1]) == (False, True, False, True)
     finally:
         config.force_transform = saved
+
+
+def _shared_key_dicts(n):
+    class C:
+        pass
+
+    out = []
+    for _ in range(n):
+        o = C()
+        o.x, o.y, o.z = 1, 2, 3
+        out.append(o.__dict__)
+    return out
+
+
+def test_popitem_of_an_instance_dict_rebuilds_its_table_as_in_python():
+    def f():
+        a, b = _shared_key_dicts(2)
+        before = sys.getsizeof(a)
+        item = a.popitem()
+        return sys.getsizeof(a) > before, item, list(a), list(b)
+
+    eager, compiled, fallbacks, _ = run_both(f)
+    assert compiled == eager == ("ok", (True, ("z", 3), ["x", "y"], ["x", "y", "z"])) and fallbacks == 0
+
+
+def test_a_loop_of_many_iterations_is_not_unrolled():
+    def f(n):
+        it = filter(bool, range(n))
+        for _ in range(n):
+            it = filter(bool, it)
+        total = 0
+        i = 0
+        while i < n:
+            total += i
+            i += 1
+        return total, next(it)
+
+    saved = config.max_loop_iterations
+    config.max_loop_iterations = 50
+    try:
+        breaks = STATS.graph_breaks
+        assert assert_same_clean(f, 300) == ("ok", (44850, 1))
+        assert STATS.graph_breaks > breaks
+    finally:
+        config.max_loop_iterations = saved
