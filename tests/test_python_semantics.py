@@ -2874,6 +2874,10 @@ def test_popitem_of_an_instance_dict_rebuilds_its_table_as_in_python():
         a, b = _shared_key_dicts(2)
         before = sys.getsizeof(a)
         item = a.popitem()
+        try:
+            del a["z"]      # (a failed del changes nothing: the dict is not rebuilt)
+        except KeyError:
+            pass
         return sys.getsizeof(a) > before, item, list(a), list(b)
 
     eager, compiled, fallbacks, _ = run_both(f)
@@ -2900,3 +2904,10 @@ def test_a_loop_of_many_iterations_is_not_unrolled():
         assert STATS.graph_breaks > breaks
     finally:
         config.max_loop_iterations = saved
+
+
+def test_vars_of_an_object_without_a_dict_is_a_type_error():
+    def f():
+        return _outcome(vars, 1), _outcome(vars, [1]), _outcome(vars, 1, 2)
+
+    assert_same_clean(f)

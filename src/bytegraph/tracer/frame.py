@@ -268,7 +268,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                 if ip not in self.head_steps:
                     self.head_steps[ip] = trace.steps
                 n = self.head_counts[ip] = self.head_counts.get(ip, 0) + 1
-                long_loop = n > config.max_loop_iterations
+                # only where the break can take the whole loop (its body
+                # outlined): in the root frame, outside try/with blocks; a
+                # break elsewhere would split once per remaining iteration
+                long_loop = n > config.max_loop_iterations and self.parent is None and instrs[ip].exn is None
             ins = instrs[ip]
             self.ip = ip + 1
             self.step = trace.steps

@@ -534,17 +534,17 @@ class DictValue(Value):
         self.entries[hk] = (old[0] if old else key, value)
 
     def delitem(self, tx, key: Value):
-        old = self.entries.get(key_of(key))
-        if old is not None:
-            check_release(old[0])
-            check_release(old[1])
-        tx.side_effects.mutate(self)
-        try:
-            del self.entries[key_of(key)]
-        except KeyError:
+        hk = key_of(key)
+        old = self.entries.get(hk)
+        if old is None:
+            # nothing changes (a dict marked changed is rebuilt in place after the graph)
             if not key.is_constant():
-                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
+                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception")
             tx.raise_python_exception(KeyError(key.as_constant()))
+        check_release(old[0])
+        check_release(old[1])
+        tx.side_effects.mutate(self)
+        del self.entries[hk]
 
     def call_method(self, tx, name, args, kwargs):
         e = self.entries
