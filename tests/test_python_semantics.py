@@ -3012,3 +3012,23 @@ def test_sort_by_id_across_a_break_in_a_callee():
 
     for _ in range(3):
         assert_same_clean(f, (1, 2, 3, 4))
+
+
+FROM_HEX = float.fromhex
+
+
+def test_alternate_constructors_of_builtin_types_are_folded():
+    def f(s):
+        return (FROM_HEX(s), float.fromhex(s), _outcome(FROM_HEX, "zz"), _outcome(FROM_HEX),
+                int.from_bytes(b"\x01\x02", "big"), bytes.fromhex("0a0b"), str.maketrans("ab", "cd"))
+
+    bytegraph.reset()
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        # one graph, no break: the calls are folded like math functions
+        assert bytegraph.compile(lambda s: (FROM_HEX(s), int.from_bytes(b"\x01", "big")), backend="eager",
+                                 fullgraph=True)("0x1p1") == (2.0, 1)
+    finally:
+        config.force_transform = saved
+    assert_same_clean(f, "0x1.8p1")

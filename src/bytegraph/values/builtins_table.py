@@ -775,6 +775,11 @@ for _fn in set(BINARY_OP_FUNCS):
     BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
 for _op, _fn in COMPARE_FUNCS.items():
     BUILTIN_HANDLERS[_fn] = _operator_compare(_op)
+# Alternate constructors of exact immutable builtin types: functions of their
+# arguments only (bound methods hash and compare by their type, no user code)
+for _cls, _name in ((float, "fromhex"), (int, "from_bytes"), (bytes, "fromhex"), (str, "maketrans"),
+                    (bytes, "maketrans")):
+    BUILTIN_HANDLERS[getattr(_cls, _name)] = _constant_fn(getattr(_cls, _name))
 for _name in dir(math):
     _obj = getattr(math, _name)
     if callable(_obj):
