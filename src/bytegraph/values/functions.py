@@ -398,6 +398,13 @@ class BuiltinValue(Value):
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.fn, name))
+        if type(self.fn) is type and name in vars(self.fn):
+            # a builtin type's own method that is a modelled builtin itself (int.from_bytes)
+            from .builtins_table import builtin_handler
+            attr = getattr(self.fn, name)
+            handler = builtin_handler(attr)
+            if handler is not None:
+                return BuiltinValue(attr, handler)
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
