@@ -589,12 +589,6 @@ class DictValue(Value):
         if name == "popitem" and not args:
             if not e:
                 tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
-            if self.source is not None:
-                # popitem() of a split-table dict (an instance __dict__)
-                # rebuilds its table, which sys.getsizeof sees; the replay of
-                # a changed dict (clear, then update) would give another table
-                raise Unsupported("popitem() of a dict that existed before the trace", kind="unsupported_method",
-                                  hint="the call runs natively between graphs")
             tx.side_effects.mutate(self)
             k, v = e.pop(next(reversed(e)))
             return TupleValue([k, v])
