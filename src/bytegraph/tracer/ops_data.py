@@ -120,6 +120,8 @@ class DataOps:
     def LIST_EXTEND(self, ins):
         target = self._built(ins, ListValue)
         v = self.stack.pop()
+        from ..values.objects import length_hint
+        length_hint(self, v)
         self.side_effects.mutate(target)
         target.items.extend(v.unpack(self))
 

@@ -730,8 +730,8 @@ class RangeValue(Value):
         return [const(i) for i in self.value]
 
     def get_iter(self, tx):
-        from .iterators import RangeIteratorValue
-        return RangeIteratorValue(self)
+        from .iterators import NewRangeIteratorValue
+        return NewRangeIteratorValue(self)
 
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):
@@ -772,9 +772,11 @@ class SliceValue(Value):
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
-        for p in self.parts:
+        # ``slice(stop)`` has one part; BUILD_SLICE takes two or three
+        parts = [NONE] + self.parts if len(self.parts) == 1 else self.parts
+        for p in parts:
             cg.reconstruct(p)
-        cg.emit("BUILD_SLICE", arg=len(self.parts))
+        cg.emit("BUILD_SLICE", arg=len(parts))
 
 
 class IteratorValue(Value):
