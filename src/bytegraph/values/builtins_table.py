@@ -165,6 +165,17 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     return _type_check(tx, t, cls)
 
 
+#: ``__getattribute__`` slots whose ``obj.__class__`` is ``type(obj)``: the
+#: builtin types' own (each static type that sets the slot has a wrapper in
+#: its dict: object's, int's, str's...; type's finds the metaclass's data
+#: descriptors first; super's answers its own class for ``__class__``) and
+#: module's.  (A weakref proxy's, which answers the referent's class, is not
+#: a builtin name.)
+_GENERIC_GETATTRIBUTE = frozenset(
+    t.__dict__["__getattribute__"] for t in [*vars(__import__("builtins")).values(), types.ModuleType]
+    if isinstance(t, type) and "__getattribute__" in t.__dict__)
+
+
 def _has_bases(obj):
     """``hasattr(obj, "__bases__")``, as isinstance asks it of a non-class;
     None (not known) when the read would run the program's code."""
@@ -184,7 +195,7 @@ def _type_check(tx, t: type, cls) -> bool:
         tx.raise_python_exception(e)
     from .objects import special_lookup
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
-            special_lookup(t, "__getattribute__") is not object.__dict__["__getattribute__"]:
+            special_lookup(t, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
         # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
         # wrapper object on every access, never ``object``'s by identity)
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
@@ -242,8 +253,28 @@ def _abs(tx, args, kwargs):
         graph_call(tx, "call_function", torch.abs, args, {})
 
 
+def _attr_name(tx, v: Value) -> str:
+    """The attribute name ``v`` given to getattr/hasattr/setattr/delattr, or
+    CPython's TypeError for a name that is not a string."""
+    if not v.is_constant():
+        try:
+            t = v.python_type()
+        except NotImplementedError:
+            t = str
+        if not issubclass(t, str):
+            tx.raise_python_exception(TypeError(f"attribute name must be string, not '{t.__name__}'"))
+        raise Unsupported("an attribute name that is not a constant", kind="unsupported_builtin")
+    name = v.as_constant()
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        # a str subclass: its own __eq__/__hash__ take part in the lookup
+        raise Unsupported("an attribute name of a str subclass", kind="unsupported_builtin")
+    tx.raise_python_exception(TypeError(f"attribute name must be string, not '{type(name).__name__}'"))
+
+
 def _getattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     if len(args) == 3:
         try:
             return obj.get_attr(tx, name)
@@ -255,7 +286,7 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     try:
         obj.get_attr(tx, name)
     except UserException as e:
@@ -266,12 +297,12 @@ def _hasattr(tx, args, kwargs):
 
 
 def _setattr(tx, args, kwargs):
-    args[0].set_attr(tx, args[1].as_constant(), args[2])
+    args[0].set_attr(tx, _attr_name(tx, args[1]), args[2])
     return NONE
 
 
 def _delattr(tx, args, kwargs):
-    args[0].del_attr(tx, args[1].as_constant())
+    args[0].del_attr(tx, _attr_name(tx, args[1]))
     return NONE
 
 
@@ -377,12 +408,14 @@ def _frozenset(tx, args, kwargs):
 
 def _dict(tx, args, kwargs):
     out = DictValue()
+    if len(args) > 1:
+        tx.raise_python_exception(TypeError(f"dict expected at most 1 argument, got {len(args)}"))
     if args:
         src = args[0]
         if isinstance(src, DictValue):
             out.entries = dict(src.entries)
         else:
-            out.call_method(tx, "update", [src], {})
+            out.merge(tx, src)
     for k, v in kwargs.items():
         out.entries[str_key(k)] = (const(k), v)
     return out
@@ -468,7 +501,7 @@ def _divmod(tx, args, kwargs):
 
 
 def _pow(tx, args, kwargs):
-    if len(args) == 2:
+    if len(args) == 2 and not kwargs:
         return binary_op(tx, operator.pow, args[0], args[1])
     return _constant_fn(pow)(tx, args, kwargs)
 
@@ -758,6 +791,11 @@ for _fn in set(BINARY_OP_FUNCS):
     BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
 for _op, _fn in COMPARE_FUNCS.items():
     BUILTIN_HANDLERS[_fn] = _operator_compare(_op)
+# Alternate constructors of exact immutable builtin types: functions of their
+# arguments only (bound methods hash and compare by their type, no user code)
+for _cls, _name in ((float, "fromhex"), (int, "from_bytes"), (bytes, "fromhex"), (str, "maketrans"),
+                    (bytes, "maketrans")):
+    BUILTIN_HANDLERS[getattr(_cls, _name)] = _constant_fn(getattr(_cls, _name))
 for _name in dir(math):
     _obj = getattr(math, _name)
     if callable(_obj):

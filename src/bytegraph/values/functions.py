@@ -327,6 +327,42 @@ class BoundMethodValue(Value):
         cg.call(2)
 
 
+@functools.lru_cache(maxsize=None)
+def _text_signature(fn) -> Optional[inspect.Signature]:
+    """The signature a C function declares (Argument Clinic), or None."""
+    if type(fn) is not types.BuiltinFunctionType:
+        return None
+    try:
+        return inspect.signature(fn)
+    except (ValueError, TypeError):
+        return None
+
+
+def check_builtin_call(tx, fn, args, kwargs) -> None:
+    """CPython's TypeError for a call of C function ``fn`` that does not fit
+    its declared signature (too few or many arguments, an unknown keyword),
+    raised before any handler looks at the arguments, as the C code parses
+    them before doing anything."""
+    sig = _text_signature(fn)
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        pass
+    else:
+        return
+    # The exact message is CPython's own: the parser rejects a call with as
+    # many placeholders before the function runs
+    try:
+        fn(*[None] * len(args), **{k: None for k in kwargs})
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    except Exception:  # noqa: BLE001 - the parser accepted it after all
+        pass
+    raise Unsupported(f"a call of {fn.__name__}() that its signature does not describe", kind="unsupported_builtin")
+
+
 class BuiltinValue(Value):
     """A builtin or library function bytegraph knows how to model (``len``,
     ``isinstance``, ``operator.add``, ``math.sqrt``, ...).
@@ -356,11 +392,19 @@ class BuiltinValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
+        check_builtin_call(tx, self.fn, args, kwargs)
         return self.handler(tx, list(args), kwargs)
 
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.fn, name))
+        if type(self.fn) is type and name in vars(self.fn):
+            # a builtin type's own method that is a modelled builtin itself (int.from_bytes)
+            from .builtins_table import builtin_handler
+            attr = getattr(self.fn, name)
+            handler = builtin_handler(attr)
+            if handler is not None:
+                return BuiltinValue(attr, handler)
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
