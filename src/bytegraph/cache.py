@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import sys
 import threading
 import traceback
 import types
@@ -243,6 +244,7 @@ class FrameRunner(FrameCache):
     """
 
     closure_param = True
+    _warned_depth = False
 
     def __call__(self, fn, /, *args):
         return self.select(fn, *args)(*args)
@@ -256,6 +258,23 @@ class FrameRunner(FrameCache):
         tuple for the whole call, keeping alive objects the callee frees
         (``del x`` or an exhausted iterator in eager frees them at once).
         """
+        if _deeper_than(sys.getrecursionlimit() // 3):
+            # Continuations nest: each graph break calls the next one from the
+            # frame before, so a loop that cannot be outlined (inside a
+            # try/with block) and breaks every iteration grows the stack by
+            # frames per iteration, where eager runs one frame.  Deep down, the
+            # generated function runs as it is: natively, the rest of its loop
+            # stays in this one frame.
+            if not self._warned_depth:
+                self._warned_depth = True
+                STATS.eager_fallbacks += 1
+                code = fn.__code__
+                rec = BreakRecord("recursion", "continuations nested too deep",
+                                  UserLocation(code.co_filename, code.co_firstlineno, code.co_qualname),
+                                  "the generated function runs natively")
+                log("graph_breaks", "running %s natively: %s", code.co_qualname, rec)
+                emit("fallback", rec)
+            return fn
         cells = fn.__closure__
         for entry in self._entries:
             try:
@@ -276,6 +295,15 @@ class FrameRunner(FrameCache):
 
 
 _RUNNERS: Dict[tuple, FrameRunner] = {}
+
+
+def _deeper_than(n: int) -> bool:
+    """More than ``n`` Python frames are active (a walk of at most ``n`` frames, in C)."""
+    try:
+        sys._getframe(n)
+    except ValueError:
+        return False
+    return True
 
 
 def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> FrameRunner:
