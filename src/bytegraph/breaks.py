@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import types
+import weakref
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
@@ -131,7 +132,15 @@ def _live_at(frame, index: int):
     if origin is not None and origin.kind == "loop_body":
         # an outlined loop body ends with locals(): every bound local is live
         return frozenset(frame.code.co_varnames)
-    return live_locals(decode(frame.code))[index]
+    live = _LIVE.get(frame.code)
+    if live is None:
+        # (per code object: every break and restart in it asks again)
+        live = _LIVE[frame.code] = live_locals(decode(frame.code))
+    return live[index]
+
+
+#: code object -> live locals at each instruction index
+_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _keeps_alive(v) -> bool:

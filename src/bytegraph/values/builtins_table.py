@@ -174,10 +174,14 @@ def _type_check(tx, t: type, cls) -> bool:
     except TypeError as e:
         tx.raise_python_exception(e)
     from .objects import special_lookup
+    import weakref
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
-            special_lookup(t, "__getattribute__") is not object.__dict__["__getattribute__"]:
-        # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
-        # wrapper object on every access, never ``object``'s by identity)
+            not isinstance(special_lookup(t, "__getattribute__"), types.WrapperDescriptorType) or \
+            issubclass(t, (weakref.ProxyType, weakref.CallableProxyType)):
+        # (looked up in the class dicts.  Every builtin type has its own
+        # ``__getattribute__`` slot wrapper, each finding ``__class__`` through
+        # object's descriptor; the proxies' forwards it to the referent, and a
+        # Python-level ``__getattribute__`` may answer anything)
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
     return False
 
