@@ -213,8 +213,10 @@ class BreakEmitter:
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
-        # instr: locals live at any successor (or the handler)
-        names = set()
+        # instr: locals the native instruction reads (a break may land on a
+        # LOAD_FAST, see Frame.break_next), and those live at any successor (or
+        # the handler)
+        names = set(_live_at(root, root.ip))
         for s in self._successors():
             names |= _live_at(root, s)
         ins = root.instrs[root.ip]
