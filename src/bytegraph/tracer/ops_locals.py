@@ -136,6 +136,15 @@ class LocalOps:
         cache[key] = value
         return value
 
+    def LOAD_BUILD_CLASS(self, ins):
+        # ``__build_class__`` from the frame's builtins (never its globals); the
+        # call of it then runs natively (a class body is not traced), in one break
+        builtins = self.f_builtins
+        if "__build_class__" not in builtins:
+            self.raise_python_exception(NameError("__build_class__ not found"))
+        source = ItemSource(ObjectSource(builtins, "builtins"), "__build_class__")
+        self.stack.append(self.wrap(builtins["__build_class__"], source))
+
     def LOAD_GLOBAL(self, ins):
         if ins.arg is not None and ins.arg & 1:
             self.stack.append(NULL)

@@ -418,11 +418,18 @@ _SKIPPED_MODULES = {
     "warnings": ("warnings", "warnings run natively between graphs"),
 }
 _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
-                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
+                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback", "dataclasses")
 
 
-#: pure classes of skipped modules whose methods are inlined after all
-_INLINED_LIBRARY_CLASSES = {"contextlib": ("nullcontext.", "suppress.")}
+#: pure classes and functions of skipped modules that are inlined after all.
+#: (``dataclasses``: making a dataclass generates its methods with ``exec``
+#: and sets them on the class, some fifty graph breaks per class; it runs
+#: natively as one call.  The helpers that read an instance are inlined.)
+_INLINED_LIBRARY_CLASSES = {
+    "contextlib": ("nullcontext.", "suppress."),
+    "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
+                    "is_dataclass", "_is_dataclass_instance"),
+}
 
 
 def _skipped_module(fn):
