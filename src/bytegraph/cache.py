@@ -79,6 +79,13 @@ class FrameCache:
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return None
+        patched = _patched_builtin()
+        if patched is not None:
+            # (checked first: binding the call and compiling use the builtins too)
+            # not sticky: once the builtin is back, the frame compiles again
+            self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
+                                            _fn_location(fn), "the frame runs eagerly while it is"), sticky=False)
+            return None
         try:
             code_signature(fn).bind(*args, **kwargs)
         except (TypeError, RecursionError):
@@ -124,12 +131,6 @@ class FrameCache:
             if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
-        patched = _patched_builtin()
-        if patched is not None:
-            # not sticky: once the builtin is back, the frame compiles again
-            return self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
-                                                   _fn_location(fn), "the frame runs eagerly while it is"),
-                                   sticky=False)
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
