@@ -79,19 +79,20 @@ class FrameCache:
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return None
-        patched = _patched_builtin()
-        if patched is not None:
-            # (checked first: binding the call and compiling use the builtins too)
-            # not sticky: once the builtin is back, the frame compiles again
-            self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
-                                            _fn_location(fn), "the frame runs eagerly while it is"), sticky=False)
-            return None
+        if self._warned_limit and len(self._entries) >= config.cache_size_limit:
+            return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
         try:
             code_signature(fn).bind(*args, **kwargs)
         except (TypeError, RecursionError):
             # a bad call raises as the function would; near the recursion
             # limit bytegraph's own frames would not fit: run it as it is
             return None
+        except Exception:
+            # binding uses the builtins too (``iter``): with one deleted it
+            # fails; the frame runs as it is (see _compile)
+            if self._patched(fn):
+                return None
+            raise
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)
             if entry is None:
@@ -119,6 +120,8 @@ class FrameCache:
                        f"({config.cache_size_limit}); further new variants run eagerly")
                 warnings.warn(msg, stacklevel=4)
                 log("recompiles", "%s", msg)
+            return _EAGER
+        if self._patched(fn):
             return _EAGER
         if self._entries:
             STATS.recompiles += 1
@@ -180,6 +183,16 @@ class FrameCache:
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.fn(*args, **kwargs)
+
+    def _patched(self, fn) -> bool:
+        """A builtin bytegraph uses is replaced or deleted: ``fn`` runs eagerly
+        this time (not sticky: once the builtin is back, it compiles again)."""
+        patched = _patched_builtin()
+        if patched is None:
+            return False
+        self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
+                                        _fn_location(fn), "the frame runs eagerly while it is"), sticky=False)
+        return True
 
     def _runner_for(self, code):
         return runner_for(code, self._backend_name, self._backend)
