@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .constants import const
 from .containers import IteratorValue
 
 if TYPE_CHECKING:
@@ -217,3 +218,46 @@ def container_iterator_at(container, kind: str, pos: int):
     for _ in range(pos):
         next(it)
     return it
+
+
+RANGE_ITERATOR = type(iter(range(0)))
+
+
+class RangeIteratorValue(_SteppedIterator):
+    """A range iterator that existed before the trace (e.g. the iterator of a
+    ``for`` loop a resume function starts inside).  Its range and position
+    are guarded; each step yields the next int.  Advancing it changes a
+    pre-existing object: after the graph the real iterator is moved to the
+    new position (``__setstate__``), so it stays the same object."""
+
+    __slots__ = ("rng", "index")
+
+    def __init__(self, rng: range, index: int, source):
+        super().__init__([])
+        self.source = source
+        self.rng = rng
+        self.index = index
+
+    def python_type(self):
+        return RANGE_ITERATOR
+
+    def next(self, tx):
+        if self.index >= len(self.rng):
+            return None
+        v = const(self.rng[self.index])
+        self.index += 1
+        tx.side_effects.mutate(self)
+        return v
+
+    def children(self):
+        return ()
+
+    def apply_new_state(self, cg) -> None:
+        """Move the real iterator to this value's position."""
+        cg.load_target(self)
+
+        def position():
+            cg.load_object(min(self.index, len(self.rng)))
+            return 1
+        cg.call_method("__setstate__", position)
+        cg.emit("POP_TOP")
