@@ -185,13 +185,20 @@ class DataOps:
         from ..values.builtins_table import BUILTIN_HANDLERS
         self.stack.append(BUILTIN_HANDLERS[len](self, [self.stack[-1]], {}))
 
+    # CPython decides these by the type's Py_TPFLAGS_SEQUENCE / Py_TPFLAGS_MAPPING bits (set on the
+    # abc's registered classes and inherited along the MRO's first such base), not by issubclass
+    # against the abc's: a class deriving from both a mapping and a sequence matches only as the one
+    # whose flag it inherited, and an abc-registered class matches without inheriting.
+    _TPFLAGS_SEQUENCE = 1 << 5
+    _TPFLAGS_MAPPING = 1 << 6
+
     def MATCH_SEQUENCE(self, ins):
         t = self.stack[-1].python_type()
-        self.stack.append(const(issubclass(t, collections.abc.Sequence)
-                                and not issubclass(t, (str, bytes, bytearray))))
+        self.stack.append(const(bool(t.__flags__ & self._TPFLAGS_SEQUENCE)))
 
     def MATCH_MAPPING(self, ins):
-        self.stack.append(const(issubclass(self.stack[-1].python_type(), collections.abc.Mapping)))
+        t = self.stack[-1].python_type()
+        self.stack.append(const(bool(t.__flags__ & self._TPFLAGS_MAPPING)))
 
     def MATCH_KEYS(self, ins):
         keys = self.stack[-1].unpack(self)

@@ -581,24 +581,33 @@ class SetGradEnabledValue(GradModeValue):
         return NONE
 
 
+def _namedtuple_new(cls):
+    """The ``__new__`` that ``collections.namedtuple`` generated, when calling
+    ``cls`` runs just it (no ``__new__`` or ``__init__`` of a subclass, no
+    metaclass ``__call__``); else None."""
+    if type(cls) is not type or not issubclass(cls, tuple) or not hasattr(cls, "_fields"):
+        return None
+    new = cls.__new__
+    if not isinstance(new, types.FunctionType) or cls.__init__ is not object.__init__:
+        return None
+    g = new.__globals__
+    if g.get("_tuple_new") is not tuple.__new__ or not str(g.get("__name__", "")).startswith("namedtuple_"):
+        return None
+    return new
+
+
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
-    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        fields = cls._fields
-        defaults = getattr(cls, "_field_defaults", {})
-        if all_constant(args) and all_constant(kwargs.values()):
-            return const(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
-        items = list(args) + [None] * (len(fields) - len(args))
-        for i, f in enumerate(fields):
-            if f in kwargs:
-                items[i] = kwargs[f]
-            elif items[i] is None:
-                if f not in defaults:
-                    tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
-                items[i] = tx.wrap(defaults[f], None)
-        return NamedTupleValue(items, cls)
+    new = _namedtuple_new(cls)
+    if new is not None:
+        # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
+        # False), its arguments bound by the generated ``__new__``'s own
+        # signature (its errors, its defaults)
+        from .functions import UserFunctionValue
+        bound = UserFunctionValue(new).bind(tx, [ClassValue(cls)] + list(args), dict(kwargs))
+        return NamedTupleValue([bound[f] for f in cls._fields], cls)
     if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
             not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
         from .modules import construct_user_object

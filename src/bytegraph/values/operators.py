@@ -311,7 +311,8 @@ def _guard_identity(tx, v: Value) -> None:
 
 
 def _real(v: Value):
-    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)) and not isinstance(v, TupleValue):
+    if isinstance(v, (BaseListValue, DictValue, DictViewValue)) and not isinstance(v, TupleValue) \
+            or isinstance(v, SetValue) and not v.frozen:
         # one real container is one value (side-effect table): ``a is b`` already said it
         return None
     return v.real_object()
