@@ -389,7 +389,7 @@ def clear_dead_temps(instrs: list) -> list:
     left alone: a native ``exec`` or ``locals()`` may read the frame.)
     """
     from .bytecode import live_locals
-    live = live_locals(instrs)
+    live = live_locals(instrs, TEMP_PREFIX)
     n = len(instrs)
     index = {id(ins): k for k, ins in enumerate(instrs)}
     out = []

@@ -334,10 +334,14 @@ class CompiledGuard:
         """Shapes of the guarded tensors and values of the guarded root ints for a call
         (what automatic dynamic compares between calls).  Slow path."""
         shapes, ints = {}, {}
+        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if g.kind == "TENSOR_MATCH" or (
+            g.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(g.source))]
+        if not wanted:
+            return shapes, ints  # (no line to read: skip evaluating every guard's setup)
         env = self._env(args, kwargs)
         if env is None:
             return shapes, ints
-        for setup, _cond, guard, value_var in self._lines:
+        for setup, _cond, guard, value_var in self._lines[:wanted[-1] + 1]:
             try:
                 for var, expr in setup:
                     env[var] = eval(expr, env)

@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 class Source:
     """Base class.  Sources are immutable and hashable (used as dict keys)."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)
 
     #: The source this one is derived from (None for roots).
     base: Optional["Source"] = None
@@ -49,7 +49,13 @@ class Source:
         return type(self) is type(other) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
+        # sources are immutable, and guard sets and value tables hash long
+        # chains of them (``a.b[0].c``) over and over: hashed once
+        try:
+            return self._hash
+        except AttributeError:
+            h = self._hash = hash((type(self).__name__, self._key()))
+            return h
 
 
 class LocalSource(Source):

@@ -13,6 +13,7 @@ import enum
 import functools
 import os
 import inspect
+import sys
 import types
 import weakref
 
@@ -112,6 +113,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         value.real = obj if source is not None else None
         return value
     if t in (dict, collections.OrderedDict, collections.defaultdict):
+        if t is dict and _is_module_dict(obj):
+            # (a module's globals handed around, e.g. to exec: every entry
+            # wrapped and the keys guarded, on every frame it reaches, and any
+            # new global anywhere in the module a recompile)
+            return _opaque_container(tx, obj, source, "a module's __dict__", "unsupported_dict")
         if len(obj) > MAX_WRAPPED_DICT:
             # (sys.modules, a registry): wrapping and guarding every entry would
             # cost more than running its use natively
@@ -213,6 +219,15 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _is_module_dict(d: dict) -> bool:
+    """``d`` is the ``__dict__`` of the module it names (read without running user code)."""
+    name = dict.get(d, "__name__")
+    if type(name) is not str:
+        return False
+    module = sys.modules.get(name)
+    return module is not None and getattr(module, "__dict__", None) is d
 
 
 def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
@@ -431,11 +446,18 @@ _SKIPPED_MODULES = {
     "warnings": ("warnings", "warnings run natively between graphs"),
 }
 _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
-                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
+                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback", "dataclasses")
 
 
-#: pure classes of skipped modules whose methods are inlined after all
-_INLINED_LIBRARY_CLASSES = {"contextlib": ("nullcontext.", "suppress.")}
+#: pure classes and functions of skipped modules that are inlined after all.
+#: (``dataclasses``: making a dataclass generates its methods with ``exec``
+#: and sets them on the class, some fifty graph breaks per class; it runs
+#: natively as one call.  The helpers that read an instance are inlined.)
+_INLINED_LIBRARY_CLASSES = {
+    "contextlib": ("nullcontext.", "suppress."),
+    "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
+                    "is_dataclass", "_is_dataclass_instance"),
+}
 
 
 def _skipped_module(fn):

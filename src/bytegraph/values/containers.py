@@ -321,8 +321,10 @@ def check_arity(tx, handler, real_method, args, kwargs) -> None:
 
 
 def _same(tx, a: Value, b: Value) -> bool:
-    from .operators import compare
-    return compare(tx, "==", a, b).truth(tx)
+    """``PyObject_RichCompareBool(a, b, Py_EQ)``: identity first, then ``==``
+    (so a NaN is found in a list holding that very NaN)."""
+    from .operators import compare, same_object
+    return same_object(tx, a, b) or compare(tx, "==", a, b).truth(tx)
 
 
 def _index(tx, items, value, start=None, stop=None, what="list") -> int:
@@ -435,12 +437,29 @@ _LIST_METHODS = {
 }
 
 
-def _has_keys(v: Value) -> bool:
-    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping (it has ``keys``)."""
+def _has_keys(tx, v: Value) -> bool:
+    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping: CPython
+    looks the attribute ``keys`` up on the object itself, so an instance
+    attribute (or a ``__getattr__`` answer) counts too."""
     try:
-        return hasattr(v.python_type(), "keys")
+        t = v.python_type()
     except NotImplementedError:
-        return False
+        raise Unsupported(f"dict.update() from a {type(v).__name__}", kind="unsupported_method") from None
+    if hasattr(t, "keys"):
+        return True
+    if not (t.__flags__ & _HEAPTYPE) and not t.__dictoffset__:
+        return False  # a builtin type whose instances have no attributes of their own
+    from ..errors import UserException
+    try:
+        v.get_attr(tx, "keys")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
+    return True
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 class DictValue(Value):
@@ -475,7 +494,7 @@ class DictValue(Value):
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
         d = DictValue(source=source, cls=cls)
         for k, v in pairs:
-            d.entries[key_of(k)] = (k, v)
+            d._set(key_of(k), k, v)   # a later equal key keeps the first key object, as in Python
         return d
 
     def python_type(self):
@@ -529,18 +548,18 @@ class DictValue(Value):
         self.entries[hk] = (old[0] if old else key, value)
 
     def delitem(self, tx, key: Value):
-        old = self.entries.get(key_of(key))
-        if old is not None:
-            check_release(old[0])
-            check_release(old[1])
-        tx.side_effects.mutate(self)
-        try:
-            k = self.entries.pop(key_of(key))[0]
-            self.key_log.append(("del", k))
-        except KeyError:
+        hk = key_of(key)
+        old = self.entries.get(hk)
+        if old is None:
+            # nothing changes (a dict marked changed is rebuilt in place after the graph)
             if not key.is_constant():
-                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
+                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception")
             tx.raise_python_exception(KeyError(key.as_constant()))
+        check_release(old[0])
+        check_release(old[1])
+        tx.side_effects.mutate(self)
+        del self.entries[hk]
+        self.key_log.append(("del", old[0]))
 
     def call_method(self, tx, name, args, kwargs):
         e = self.entries
@@ -560,26 +579,11 @@ class DictValue(Value):
         if name == "copy" and not args:
             return DictValue(dict(e), cls=self.cls)
         if name == "update":
+            if len(args) > 1:
+                tx.raise_python_exception(TypeError(f"update expected at most 1 argument, got {len(args)}"))
             tx.side_effects.mutate(self)
             if args:
-                other = args[0]
-                if isinstance(other, DictValue):
-                    for hk, (k, v) in other.entries.items():
-                        self._set(hk, k, v)
-                elif _has_keys(other):
-                    # a mapping: Python reads other.keys() and other[key], never pairs
-                    from .operators import getitem
-                    for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
-                        self._set(key_of(k), k, getitem(tx, other, k))
-                else:
-                    for i, pair in enumerate(other.unpack(tx)):
-                        kv = pair.unpack(tx)
-                        if len(kv) != 2:
-                            # the pairs before it are in the dict already, as in CPython
-                            tx.raise_python_exception(ValueError(
-                                f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required"))
-                        k, v = kv
-                        self._set(key_of(k), k, v)
+                self.merge(tx, args[0])
             for k, v in kwargs.items():
                 self._set(key_of(const(k)), const(k), v)
             return NONE
@@ -617,6 +621,45 @@ class DictValue(Value):
             e.clear()
             return NONE
         return super().call_method(tx, name, args, kwargs)
+
+    def merge(self, tx, other: Value) -> None:
+        """``self.update(other)`` for one positional argument, in CPython's
+        order: a mapping is read by ``keys()`` then ``other[key]``; anything
+        else is iterated pair by pair, each pair stored before the next is
+        pulled (so an error midway leaves the pairs before it stored)."""
+        if isinstance(other, DictValue):
+            # dict, OrderedDict, defaultdict: their keys() and [] run no user code
+            for hk, (k, v) in list(other.entries.items()):
+                self._set(hk, k, v)
+            return
+        if _has_keys(tx, other):
+            from .operators import getitem
+            for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
+                self.setitem(tx, k, getitem(tx, other, k))
+            return
+        from .. import config
+        from ..errors import UserException
+        from .generators import iterate
+        it = iterate(tx, other)
+        n = 0
+        while (item := it.next(tx)) is not None:
+            if type(item) in (ListValue, TupleValue) and item.python_type() in (list, tuple):
+                pair = list(item.items)
+            else:
+                try:
+                    pair = iterate(tx, item).unpack(tx)
+                except UserException as e:
+                    if not issubclass(e.value.python_type(), TypeError):
+                        raise
+                    tx.raise_python_exception(TypeError(
+                        f"cannot convert dictionary update sequence element #{n} to a sequence"))
+            if len(pair) != 2:
+                tx.raise_python_exception(ValueError(
+                    f"dictionary update sequence element #{n} has length {len(pair)}; 2 is required"))
+            self.setitem(tx, pair[0], pair[1])
+            n += 1
+            if n > config.max_generator_items:
+                raise Unsupported("dict.update() from an endless iterator", kind="generator")
 
     def _set(self, hk, k, v):
         old = self.entries.get(hk)
@@ -709,8 +752,8 @@ class RangeValue(Value):
         return [const(i) for i in self.value]
 
     def get_iter(self, tx):
-        from .iterators import sequence_iterator
-        return sequence_iterator(self, self.unpack(tx), self.value)
+        from .iterators import NewRangeIteratorValue
+        return NewRangeIteratorValue(self)
 
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):

@@ -113,6 +113,32 @@ def exhausted_iterator(empty):
     return it
 
 
+class NewRangeIteratorValue(SequenceIteratorAtValue):
+    """``iter(r)`` for a range value: each item is made when it is pulled, so
+    ``zip(short, range(2**30))`` or a loop that breaks early costs only the
+    items it takes.  Reconstructs like the other sequence iterators."""
+
+    __slots__ = ("range",)
+
+    def __init__(self, seq):
+        super().__init__([], seq, type(iter(range(0))), range(0))
+        self.range = seq.value
+
+    def next(self, tx):
+        from .constants import const
+        if self.done or self.pos >= len(self.range):
+            self.done = True
+            return None
+        self.pos += 1
+        return const(self.range[self.pos - 1])
+
+    def unpack(self, tx):
+        from .constants import const
+        out = [] if self.done else [const(i) for i in self.range[self.pos:]]
+        self.pos, self.done = len(self.range), True
+        return out
+
+
 def sequence_iterator(seq, items, real) -> IteratorValue:
     """The iterator value of immutable sequence value ``seq`` (standing for ``real``, or a tuple)."""
     return SequenceIteratorAtValue(items, seq, type(iter(real)), type(real)() if not isinstance(real, range)

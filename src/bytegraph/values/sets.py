@@ -72,6 +72,14 @@ class SetValue(Value):
     def python_type(self):
         return frozenset if self.frozen else set
 
+    def real_object(self):
+        # a pre-existing frozenset is not in the side-effect table (nothing to
+        # replay on it), so one object read through two paths is two values:
+        # ``is`` must compare the real objects
+        if self.frozen and self.existing is not None:
+            return (self.existing,)
+        return None
+
     def has_len(self):
         return True
 
