@@ -2778,3 +2778,24 @@ def test_sort_by_id_across_a_break_in_a_callee():
 
     for _ in range(3):
         assert_same_clean(f, (1, 2, 3, 4))
+
+
+# ---------------------------------------------------------------------------
+# --- wt-ty: symbolic numbers meeting complex/NaN, ... (extra CPython modules)
+
+
+def test_symbolic_int_compared_with_complex_and_nan():
+    # an int argument turns symbolic after its value changes; sympy answered
+    # ``Eq(s0, 42+0j)`` with False and raised on NaN
+    def f(c, n):
+        return (c == n, n == c, c != n, c + n, n * c, n == 1.5, n < float("nan"),
+                n == float("inf"), n < float("inf"), n * [0])
+
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        cf = bytegraph.compile(f, backend="eager")
+        for c, n in [((1 + 0j), 1), ((42 + 0j), 42), ((5 + 0j), 5), ((5 + 0j), 4)]:
+            assert cf(c, n) == f(c, n)
+    finally:
+        config.force_transform = False
