@@ -2799,3 +2799,19 @@ def test_symbolic_int_compared_with_complex_and_nan():
             assert cf(c, n) == f(c, n)
     finally:
         config.force_transform = False
+
+
+def test_number_constructor_with_only_keyword_objects():
+    # complex(real=obj) has no positional argument: the break's message indexed args[0]
+    class R:
+        def __float__(self):
+            return 2.5
+
+        def __complex__(self):
+            return 1j
+
+    def f():
+        return complex(real=R()), complex(imag=R()), float(R())
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0

@@ -321,7 +321,8 @@ def _scalar_type(fn):
             return args[0].text(tx, str)
         if fn is str and len(args) == 1:
             raise Unsupported(f"str() of a {args[0].type_name()}", kind="unsupported_builtin")
-        raise Unsupported(f"{fn.__name__}() of a {args[0].type_name()}", kind="unsupported_builtin")
+        what = args[0] if args else next(v for v in kwargs.values() if not v.is_constant())
+        raise Unsupported(f"{fn.__name__}() of a {what.type_name()}", kind="unsupported_builtin")
     return handler
 
 
