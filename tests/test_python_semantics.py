@@ -2815,3 +2815,50 @@ def test_number_constructor_with_only_keyword_objects():
 
     eager, compiled, _, frames = run_both(f)
     assert compiled == eager and frames > 0
+
+
+def test_issubclass_propagates_the_users_bases_exception():
+    class B:
+        pass
+
+    class C:
+        @property
+        def __bases__(self):
+            raise RuntimeError("bases")
+
+    class NoBases:
+        pass
+
+    def f():
+        out = []
+        for args in ((B, C()), (C(), B), (B, NoBases()), (NoBases(), B)):
+            try:
+                out.append(issubclass(*args))
+            except (RuntimeError, TypeError) as e:
+                out.append((type(e).__name__, str(e)))
+        try:
+            isinstance(B(), C())
+        except RuntimeError as e:
+            out.append(str(e))
+        return out
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_object_whose_class_is_a_property_is_not_read_at_trace_time():
+    log = []
+
+    class P:
+        @property
+        def __class__(self):
+            log.append("read")
+            return int
+
+    def f(p):
+        del log[:]
+        r = isinstance(p, int), isinstance(p, str)
+        return r, list(log)
+
+    eager, compiled, _, frames = run_both(f, P())
+    assert compiled == eager and frames > 0

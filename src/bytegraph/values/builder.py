@@ -64,6 +64,14 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
+    if _claims_a_class(t):
+        # ``isinstance(obj, C)`` (here and in every check below) reads
+        # ``obj.__class__`` through the user's code when the type says no: it
+        # must run when the program asks, never at trace time
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+        return OpaqueValue(obj, source, f"using a {t.__qualname__} (its class overrides __class__ or "
+                           "__getattribute__)", kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     se = tx.side_effects
@@ -504,6 +512,22 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
         return _wrap_tensor(tx, obj, source)
     tx.guards.add(Guard("ID_MATCH", source, obj))
     return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
+
+
+def _claims_a_class(t: type) -> bool:
+    """Whether objects of ``t`` answer ``__class__`` with Python code or a class
+    attribute of their own (a proxy, a mock) rather than their type."""
+    cls_attr = _type_lookup(t, "__class__")
+    if cls_attr is not object.__dict__["__class__"]:
+        return True
+    return isinstance(_type_lookup(t, "__getattribute__"), types.FunctionType)
+
+
+def _type_lookup(t: type, name: str):
+    for klass in t.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
 
 
 def _wrap_tensor(tx, obj: torch.Tensor, source):

@@ -157,7 +157,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
     if not isinstance(cls, type):
-        if not hasattr(cls, "__bases__"):
+        if not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
     if isinstance(obj, ConstantValue):
@@ -210,9 +210,9 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
     if checker is not None:
         return checker.call(tx, [derived], {}).truth(tx)
     if not isinstance(d, type) or not isinstance(cls, type):
-        if not isinstance(d, type) and not hasattr(d, "__bases__"):
+        if not isinstance(d, type) and not _has_bases(tx, derived):
             tx.raise_python_exception(TypeError("issubclass() arg 1 must be a class"))
-        if not isinstance(cls, type) and not hasattr(cls, "__bases__"):
+        if not isinstance(cls, type) and not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError(
                 "issubclass() arg 2 must be a class, a tuple of classes, or a union"))
         raise Unsupported("issubclass() of objects that are not classes", kind="unsupported_builtin")
@@ -220,6 +220,19 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
         return issubclass(d, cls)
     except TypeError as e:
         tx.raise_python_exception(e)
+
+
+def _has_bases(tx, v: Value) -> bool:
+    """Whether ``v.__bases__`` is a tuple, as ``abstract_get_bases`` asks: the
+    attribute is read in the trace (a user's property may raise, and its
+    exception is the call's); only an AttributeError means "no bases"."""
+    try:
+        bases = v.get_attr(tx, "__bases__")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
+    return issubclass(bases.python_type(), tuple)
 
 
 def _range(tx, args, kwargs):
