@@ -2862,3 +2862,25 @@ def test_object_whose_class_is_a_property_is_not_read_at_trace_time():
 
     eager, compiled, _, frames = run_both(f, P())
     assert compiled == eager and frames > 0
+
+
+def test_fstring_format_errors_are_the_programs():
+    def f(n):
+        out = []
+        for spec in (",,", "__", ",_", "_,", "d"):
+            try:
+                out.append(f"{n:{spec}}")
+            except ValueError as e:
+                out.append(str(e))
+        try:
+            out.append(f'{1:,,}')
+        except ValueError as e:
+            out.append(str(e))
+        try:
+            out.append(f"{10 ** 5000!s}")
+        except ValueError as e:
+            out.append(type(e).__name__)
+        return out
+
+    eager, compiled, _, frames = run_both(f, 1)
+    assert compiled == eager and frames > 0
