@@ -2884,3 +2884,30 @@ def test_fstring_format_errors_are_the_programs():
 
     eager, compiled, _, frames = run_both(f, 1)
     assert compiled == eager and frames > 0
+
+
+def test_iter_of_an_object_returning_itself_is_that_object():
+    # iter(obj) is a UserIteratorValue around obj: ``is`` compared the wrapper
+    class W:
+        def __init__(self):
+            self.n = 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.n += 1
+            if self.n > 3:
+                raise StopIteration
+            return self.n
+
+    def f(ws):
+        w = ws.pop()
+        it = iter(w)
+        new = W()
+        it2 = iter(new)
+        return (it is w, w is it, id(it) == id(w), next(it), list(it), [it][0] is w,
+                it2 is new, new is it2, it2 is not it)
+
+    eager, compiled, _, frames = run_both(f, [W(), W()])
+    assert compiled == eager and frames > 0

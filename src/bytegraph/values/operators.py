@@ -272,6 +272,10 @@ def same_object(tx, a: Value, b: Value) -> bool:
     # a local handed on untouched (an entry of locals()) is the local itself
     a = a.realize() if isinstance(a, UnrealizedLocal) else a
     b = b.realize() if isinstance(b, UnrealizedLocal) else b
+    from .modules import UserIteratorValue
+    # ``iter(obj)`` whose ``__iter__`` returned the object itself is that object
+    a = a.obj if isinstance(a, UserIteratorValue) else a
+    b = b.obj if isinstance(b, UserIteratorValue) else b
     if a is b:
         return True
     if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
