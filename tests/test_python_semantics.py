@@ -2911,3 +2911,28 @@ def test_iter_of_an_object_returning_itself_is_that_object():
 
     eager, compiled, _, frames = run_both(f, [W(), W()])
     assert compiled == eager and frames > 0
+
+
+def test_class_with_a_raising_metaclass_eq_is_wrapped_without_comparing():
+    calls = []
+
+    class BadType(type):
+        def __eq__(self, other):
+            calls.append("eq")
+            return 1 / 0
+
+        __hash__ = type.__hash__
+
+    bt = BadType("bt", (), {})
+
+    def f(cls):
+        del calls[:]
+        out = [cls.__name__]
+        try:
+            list[int] | list[cls]
+        except ZeroDivisionError:
+            out.append("zde")
+        return out, list(calls)
+
+    eager, compiled, _, frames = run_both(f, bt)
+    assert compiled == eager and frames > 0
