@@ -2936,3 +2936,19 @@ def test_class_with_a_raising_metaclass_eq_is_wrapped_without_comparing():
 
     eager, compiled, _, frames = run_both(f, bt)
     assert compiled == eager and frames > 0
+
+
+def test_constructing_a_class_whose_metaclass_shadows_module():
+    class BadMeta(type):
+        @property
+        def __module__(self):
+            return 1 / 0
+
+    Bad = BadMeta("Bad", (), {"x": 1})
+
+    def f():
+        b = Bad()
+        return b.x, type(b).__name__
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0

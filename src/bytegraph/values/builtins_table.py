@@ -564,8 +564,10 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
                     tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
                 items[i] = tx.wrap(defaults[f], None)
         return NamedTupleValue(items, cls)
-    if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
-            not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
+    # (the class's own __module__: a metaclass may shadow it with a property)
+    module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
+    if isinstance(module, str) and module != "builtins" and (
+            not module.startswith("torch") or cls is torch.nn.ModuleList or cls is torch.nn.Sequential):
         from .modules import construct_user_object
         return construct_user_object(tx, cls, list(args), dict(kwargs))
     raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",
