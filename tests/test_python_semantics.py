@@ -2952,3 +2952,26 @@ def test_constructing_a_class_whose_metaclass_shadows_module():
 
     eager, compiled, _, frames = run_both(f)
     assert compiled == eager and frames > 0
+
+
+def test_annotations_of_functions_made_in_the_trace():
+    # MAKE_FUNCTION dropped the annotations: __annotations__ read {} and the
+    # function returned had none
+    def f():
+        x = 1
+
+        def g(a: int, b: "str" = 1, *, c: list = None) -> float:
+            return x
+
+        def k(y):
+            return y
+
+        d = g.__annotations__
+        d["extra"] = bytes
+        return g, d, g.__annotations__ is d, k.__annotations__, (lambda: 0).__annotations__
+
+    eager, compiled, fallbacks, frames = run_both(f)
+    assert compiled[0] == "ok" and fallbacks == 0 and frames > 0
+    e, c = eager[1], compiled[1]
+    assert c[1:] == e[1:]
+    assert c[0].__annotations__ == e[0].__annotations__ and c[0].__annotations__ is c[1]

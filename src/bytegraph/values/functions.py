@@ -177,7 +177,8 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated",
+                 "annotations")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -190,8 +191,10 @@ class NestedFunctionValue(Value):
         self.qualname = qualname
         #: attributes set on the function during the trace (functools.wraps, fn.tag = ...)
         self.attrs: Dict[str, Value] = {}
-        #: made with annotations (MAKE_FUNCTION drops them; __annotations__ is then not modelled)
+        #: made with annotations: MAKE_FUNCTION's (name, value, ...) tuple, which
+        #: becomes the function's ``__annotations__`` dict
         self.annotated = False
+        self.annotations: Optional[Value] = None
 
     def python_type(self):
         return types.FunctionType
@@ -210,8 +213,12 @@ class NestedFunctionValue(Value):
         if name == "__doc__":
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
-        if name == "__annotations__" and not self.annotated:
-            return DictValue()
+        if name == "__annotations__":
+            # one dict, made when first read (as CPython does) and kept: later
+            # reads see the same object and its changes; reconstruct stores it
+            pairs = self.annotations.unpack(tx) if self.annotations is not None else []
+            self.attrs[name] = DictValue.from_pairs(zip(pairs[0::2], pairs[1::2]))
+            return self.attrs[name]
         return super().get_attr(tx, name)
 
     def set_attr(self, tx, name, value):
@@ -240,6 +247,8 @@ class NestedFunctionValue(Value):
         if self.kwdefaults is not None:
             out.append(self.kwdefaults)
         out.extend(self.attrs.values())  # set on the function by reconstruct
+        if self.annotations is not None:
+            out.append(self.annotations)
         return out
 
     def reconstruct(self, cg):
@@ -259,6 +268,9 @@ class NestedFunctionValue(Value):
             if self.kwdefaults is not None:
                 cg.reconstruct(self.kwdefaults)
                 flags |= 0x02
+            if self.annotations is not None:
+                cg.reconstruct(self.annotations)
+                flags |= 0x04
             if self.closure:
                 for cell in self.closure:
                     cg.reconstruct(cell)
@@ -279,15 +291,21 @@ class NestedFunctionValue(Value):
         for cell in self.closure:
             cg.reconstruct(cell)
         cg.emit("BUILD_TUPLE", arg=len(self.closure))
-        cg.call(5)
+        if self.annotations is None:
+            cg.call(5)
+            return
+        cg.reconstruct(self.annotations)
+        cg.call(6)
 
     def __repr__(self):
         return f"NestedFunctionValue({self.qualname})"
 
 
-def _make_function(code, f_globals, defaults, kwdefaults, closure):
+def _make_function(code, f_globals, defaults, kwdefaults, closure, annotations=None):
     fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
     fn.__kwdefaults__ = kwdefaults
+    if annotations is not None:  # MAKE_FUNCTION's (name, value, ...) tuple
+        fn.__annotations__ = dict(zip(annotations[0::2], annotations[1::2]))
     fn.__qualname__ = code.co_qualname
     return fn
 
