@@ -2975,3 +2975,22 @@ def test_annotations_of_functions_made_in_the_trace():
     e, c = eager[1], compiled[1]
     assert c[1:] == e[1:]
     assert c[0].__annotations__ == e[0].__annotations__ and c[0].__annotations__ is c[1]
+
+
+def test_isinstance_against_a_union_that_cannot_resolve_raises():
+    import typing
+    T = typing.TypeVar("T")
+
+    def f(x):
+        out = []
+        for u in (int | T, typing.Union[int, T], T | int, typing.Union[T, int]):
+            for check in (lambda: isinstance(x, u), lambda: isinstance(object(), u),
+                          lambda: issubclass(int, u)):
+                try:
+                    out.append(check())
+                except TypeError as e:
+                    out.append(str(e))
+        return out
+
+    eager, compiled, _, frames = run_both(f, 1)
+    assert compiled == eager and frames > 0

@@ -152,7 +152,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     checker = _checker(tx, cls_value, cls, "__instancecheck__")
     if checker is _STATIC:
         if isinstance(obj, ConstantValue):
-            return isinstance(obj.value, cls)
+            return _constant_isinstance(tx, obj.value, cls)
         return _type_check(tx, t, cls)
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
@@ -161,8 +161,17 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
             tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
     if isinstance(obj, ConstantValue):
-        return isinstance(obj.value, cls)
+        return _constant_isinstance(tx, obj.value, cls)
     return _type_check(tx, t, cls)
+
+
+def _constant_isinstance(tx, value, cls) -> bool:
+    """``isinstance`` of a constant, whose check may raise (a ``typing.Union``
+    over a ``TypeVar``): that error is the program's."""
+    try:
+        return isinstance(value, cls)
+    except Exception as e:  # noqa: BLE001 - re-raised in the program
+        tx.raise_python_exception(e)
 
 
 def _type_check(tx, t: type, cls) -> bool:
