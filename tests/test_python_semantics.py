@@ -2994,3 +2994,40 @@ def test_isinstance_against_a_union_that_cannot_resolve_raises():
 
     eager, compiled, _, frames = run_both(f, 1)
     assert compiled == eager and frames > 0
+
+
+def test_huge_ints_across_calls_stay_exact():
+    # ints that change between calls become symbolic; huge ones made the
+    # shape environment's range analysis infinite (sympy: Invalid NaN comparison)
+    def f(a, b):
+        negative = a ^ b < 0
+        a, b = abs(a), abs(b)
+        if not b:
+            raise ZeroDivisionError("division by zero")
+        if a >= (2 ** 1024 - 2 ** 970) * b:
+            raise OverflowError("int/int too large to represent as a float")
+        d = a.bit_length() - b.bit_length()
+        if d >= 0 and a >= 2 ** d * b or d < 0 and a * 2 ** -d >= b:
+            d += 1
+        exp = max(d, -1021) - 53
+        a, b = a << max(-exp, 0), b << max(exp, 0)
+        q, r = divmod(a, b)
+        if 2 * r > b or 2 * r == b and q % 2 == 1:
+            q += 1
+        return -q if negative else q, exp
+
+    def run(fn, *args):
+        try:
+            return fn(*args)
+        except (ZeroDivisionError, OverflowError) as e:
+            return type(e)
+
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        cf = bytegraph.compile(f, backend="eager")
+        for a, b in [(1, 3), (7, 2), (9, 5), (10 ** 40, 3), (-(2 ** 200) + 1, 10 ** 30), (5, 10 ** 50),
+                     (12345, 678), (2 ** 1100, 3), (3, 0)]:
+            assert run(cf, a, b) == run(f, a, b)
+    finally:
+        config.force_transform = False
