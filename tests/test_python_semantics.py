@@ -3031,3 +3031,29 @@ def test_huge_ints_across_calls_stay_exact():
             assert run(cf, a, b) == run(f, a, b)
     finally:
         config.force_transform = False
+
+
+def test_a_trace_past_its_step_limit_breaks_and_stays_exact():
+    # a loop over known items unrolls; test_complex's 14641 inlined calls
+    # traced for minutes: past config.max_trace_steps the frame breaks
+    def check(x, y):
+        z = x * y
+        return z / x if x != 0 else z
+
+    def f(n):
+        vals = [complex(i, j) for i in range(-n, n + 1) for j in range(-n, n + 1)]
+        out = []
+        for x in vals:
+            for y in vals:
+                out.append(check(x, y))
+        return out
+
+    saved = config.max_trace_steps
+    config.max_trace_steps = 3000
+    try:
+        before = STATS.graph_breaks
+        eager, compiled, _, frames = run_both(f, 2)
+        assert compiled == eager and frames > 0
+        assert STATS.graph_breaks > before
+    finally:
+        config.max_trace_steps = saved

@@ -269,6 +269,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             handler = dispatch.get(ins.opname, _unsupported_opcode)
             if self.break_next is not None:
                 handler = _raise_pending
+            elif trace.steps >= config.max_trace_steps:
+                handler = _too_long
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -318,6 +320,11 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         out = self.stack[-n:]
         del self.stack[-n:]
         return out
+
+
+def _too_long(frame, ins):
+    raise Unsupported(f"the trace ran {config.max_trace_steps} instructions", kind="trace_too_long",
+                      hint="a loop over many known items unrolls; config.max_trace_steps sets the limit")
 
 
 def _raise_pending(frame, ins):
