@@ -66,12 +66,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return ConstantValue(obj)
     if _claims_a_class(t):
         # ``isinstance(obj, C)`` (here and in every check below) reads
-        # ``obj.__class__`` through the user's code when the type says no: it
-        # must run when the program asks, never at trace time
+        # ``obj.__class__`` when the type says no: the user's property must
+        # run when the program asks, never at trace time
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
-        return OpaqueValue(obj, source, f"using a {t.__qualname__} (its class overrides __class__ or "
-                           "__getattribute__)", kind="unsupported_object", hint="it runs natively between graphs")
+        return OpaqueValue(obj, source, f"using a {t.__qualname__} (its class overrides __class__)",
+                           kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     se = tx.side_effects
@@ -516,11 +516,11 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
 
 def _claims_a_class(t: type) -> bool:
     """Whether objects of ``t`` answer ``__class__`` with Python code or a class
-    attribute of their own (a proxy, a mock) rather than their type."""
-    cls_attr = _type_lookup(t, "__class__")
-    if cls_attr is not object.__dict__["__class__"]:
-        return True
-    return isinstance(_type_lookup(t, "__getattribute__"), types.FunctionType)
+    attribute of their own (a proxy, a mock) rather than their type.  (A
+    Python ``__getattribute__`` is also asked for ``__class__``, but such
+    classes are common (transformers' configs) and answer it by
+    ``object.__getattribute__``: not held opaquely.)"""
+    return _type_lookup(t, "__class__") is not object.__dict__["__class__"]
 
 
 def _type_lookup(t: type, name: str):
