@@ -177,8 +177,7 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated",
-                 "annotations")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -191,10 +190,6 @@ class NestedFunctionValue(Value):
         self.qualname = qualname
         #: attributes set on the function during the trace (functools.wraps, fn.tag = ...)
         self.attrs: Dict[str, Value] = {}
-        #: made with annotations: MAKE_FUNCTION's (name, value, ...) tuple, which
-        #: becomes the function's ``__annotations__`` dict
-        self.annotated = False
-        self.annotations: Optional[Value] = None
 
     def python_type(self):
         return types.FunctionType
@@ -214,10 +209,9 @@ class NestedFunctionValue(Value):
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
         if name == "__annotations__":
-            # one dict, made when first read (as CPython does) and kept: later
-            # reads see the same object and its changes; reconstruct stores it
-            pairs = self.annotations.unpack(tx) if self.annotations is not None else []
-            self.attrs[name] = DictValue.from_pairs(zip(pairs[0::2], pairs[1::2]))
+            # CPython makes the (empty) dict on first access and keeps it: the
+            # same object on every read, and writes into it persist.
+            self.attrs[name] = DictValue()
             return self.attrs[name]
         return super().get_attr(tx, name)
 
@@ -247,8 +241,6 @@ class NestedFunctionValue(Value):
         if self.kwdefaults is not None:
             out.append(self.kwdefaults)
         out.extend(self.attrs.values())  # set on the function by reconstruct
-        if self.annotations is not None:
-            out.append(self.annotations)
         return out
 
     def reconstruct(self, cg):
@@ -268,9 +260,6 @@ class NestedFunctionValue(Value):
             if self.kwdefaults is not None:
                 cg.reconstruct(self.kwdefaults)
                 flags |= 0x02
-            if self.annotations is not None:
-                cg.reconstruct(self.annotations)
-                flags |= 0x04
             if self.closure:
                 for cell in self.closure:
                     cg.reconstruct(cell)
@@ -291,21 +280,15 @@ class NestedFunctionValue(Value):
         for cell in self.closure:
             cg.reconstruct(cell)
         cg.emit("BUILD_TUPLE", arg=len(self.closure))
-        if self.annotations is None:
-            cg.call(5)
-            return
-        cg.reconstruct(self.annotations)
-        cg.call(6)
+        cg.call(5)
 
     def __repr__(self):
         return f"NestedFunctionValue({self.qualname})"
 
 
-def _make_function(code, f_globals, defaults, kwdefaults, closure, annotations=None):
+def _make_function(code, f_globals, defaults, kwdefaults, closure):
     fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
     fn.__kwdefaults__ = kwdefaults
-    if annotations is not None:  # MAKE_FUNCTION's (name, value, ...) tuple
-        fn.__annotations__ = dict(zip(annotations[0::2], annotations[1::2]))
     fn.__qualname__ = code.co_qualname
     return fn
 
@@ -482,9 +465,6 @@ class WrapsValue(Value):
                               kind="unsupported_call")
         wrapper, wrapped = args[0], self.wrapped
         if isinstance(wrapped, NestedFunctionValue):
-            if wrapped.annotated:
-                raise Unsupported("functools.wraps of an annotated function made in the trace",
-                                  kind="unsupported_call")
             extra = dict(wrapped.attrs)
         elif isinstance(wrapped, UserFunctionValue):
             src = wrapped.source
