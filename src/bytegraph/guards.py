@@ -325,10 +325,14 @@ class CompiledGuard:
         """Shapes of the guarded tensors and values of the guarded root ints for a call
         (what automatic dynamic compares between calls).  Slow path."""
         shapes, ints = {}, {}
+        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if g.kind == "TENSOR_MATCH" or (
+            g.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(g.source))]
+        if not wanted:
+            return shapes, ints  # (no line to read: skip evaluating every guard's setup)
         env = self._env(args, kwargs)
         if env is None:
             return shapes, ints
-        for setup, _cond, guard, value_var in self._lines:
+        for setup, _cond, guard, value_var in self._lines[:wanted[-1] + 1]:
             try:
                 for var, expr in setup:
                     env[var] = eval(expr, env)
@@ -341,6 +345,26 @@ class CompiledGuard:
                     and type(value) is int:
                 ints[guard.source.name()] = value
         return shapes, ints
+
+    def moved_iterators(self, args, kwargs) -> List[str]:
+        """Sources of the real iterators whose position guard fails for this
+        call (a loop resumed at another iteration).  Slow path."""
+        from .sources import IteratorPartSource
+        env = self._env(args, kwargs)
+        out: List[str] = []
+        if env is None:
+            return out
+        for setup, _cond, guard, value_var in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+            except Exception:
+                continue
+            src = guard.source
+            if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
+                    and env.get(value_var) != guard.expected:
+                out.append(src.base.name())
+        return out
 
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""

@@ -97,6 +97,18 @@ class SideEffects:
         writes = self.attr_writes.get(obj)
         return writes.get(name) if writes else None
 
+    def dict_view_conflict(self, real_dict: dict, writing: bool) -> bool:
+        """Whether an access by name to the namespace ``real_dict`` (an
+        object's instance dict, a module's globals) would miss changes made
+        through the dict value the trace holds for that same dict: a write
+        (it would not show in the dict value), or a read after the dict
+        value changed.  The two models of one state are not merged."""
+        value = self._existing.get(id(real_dict))
+        return value is not None and (writing or value in self.mutated)
+
+    def has_pending_globals(self, f_globals: dict) -> bool:
+        return any(key[0] == id(f_globals) for key in self.global_writes)
+
     def store_global(self, f_globals: dict, name: str, value: Value) -> None:
         self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
         self.order[("global", id(f_globals), name)] = None
@@ -182,6 +194,8 @@ class SideEffects:
                 continue  # live only if reached (see codegen.live_values)
             if kind == "state":
                 roots.extend(target.children())
+                # keys a dict's replay inserts or deletes on the way (see Codegen._replay_key_ops)
+                roots.extend(op[1] for op in getattr(target, "key_log", ()) if len(op) > 1)
             elif kind == "call":
                 roots.extend(payload)
             else:
@@ -212,6 +226,7 @@ class SideEffects:
                 if isinstance(value, Value) and value is not DELETED:
                     cg.stage_value(value)
                 staged.append(None)
+        cg.replayed = False
         for (kind, target, payload), temp in zip(effects, staged):
             if kind == "state":
                 if isinstance(target, CellValue):
@@ -260,6 +275,7 @@ class SideEffects:
                         cg.load_object(target)
                         cg.load_object(name)
                         cg.emit("STORE_SUBSCR")
+        cg.replayed = True
 
 
 def _is_frame_local(value: Value) -> bool:

@@ -82,14 +82,7 @@ class CallOps:
         if kwdefaults is not None and not isinstance(kwdefaults, DictValue):
             raise Unsupported("keyword defaults that are not a dict", kind="internal")
         fn = NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells, code.co_qualname)
-        if annotations is not None:
-            # A flat (name, value, name, value...) tuple that CPython turns into
-            # the function's ``__annotations__`` dict on first access; modelled
-            # as that dict set on the function, so reads (typing.get_type_hints,
-            # singledispatch.register, functools.wraps) and the rebuilt
-            # function after a break both see it.
-            flat = annotations.unpack(self)
-            fn.attrs["__annotations__"] = DictValue.from_pairs(zip(flat[::2], flat[1::2]))
+        fn.annotations = annotations
         self.stack.append(fn)
 
     # -- generators (a frame paused at each yield, see GeneratorValue) ------------

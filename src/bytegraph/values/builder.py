@@ -13,6 +13,7 @@ import enum
 import functools
 import os
 import inspect
+import sys
 import types
 import weakref
 
@@ -26,7 +27,9 @@ from .constants import LITERAL_TYPES, ConstantValue
 from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
-from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
+from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
+                      python_getattribute)
+from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -39,6 +42,12 @@ _FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.Wra
 
 
 _WEAKREF_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+#: types whose attribute reads are known not to run program code (a fast path
+#: past ``intercepts_attribute_reads``)
+_PLAIN_TYPES = frozenset({list, tuple, dict, set, frozenset, type, types.FunctionType, types.ModuleType,
+                          types.MethodType, types.BuiltinFunctionType, types.CellType, slice, range,
+                          torch.Tensor, torch.nn.Parameter})
 
 #: pre-existing dicts with more entries are held, not modelled (each entry
 #: read would be wrapped and guarded)
@@ -64,13 +73,19 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
-    if _claims_a_class(t):
-        # ``isinstance(obj, C)`` (here and in every check below) reads
-        # ``obj.__class__`` when the type says no: the user's property must
-        # run when the program asks, never at trace time
+    if t not in _PLAIN_TYPES and intercepts_attribute_reads(t):
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
-        return OpaqueValue(obj, source, f"using a {t.__qualname__} (its class overrides __class__)",
+        known = tx.side_effects.existing(obj)
+        if known is not None:
+            return known
+        if source is not None and python_getattribute(t) is not None and not issubclass(t, torch.nn.Module):
+            # a plain object whose reads run a Python __getattribute__: traced
+            # (see UserObjectValue.get_attr)
+            value = UserObjectValue(obj, source, guards)
+            tx.side_effects.track_existing(obj, value)
+            return value
+        return OpaqueValue(obj, source, f"a {t.__name__} object, whose class intercepts attribute reads",
                            kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
@@ -97,6 +112,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         value.real = obj if source is not None else None
         return value
     if t in (dict, collections.OrderedDict, collections.defaultdict):
+        if t is dict and _is_module_dict(obj):
+            # (a module's globals handed around, e.g. to exec: every entry
+            # wrapped and the keys guarded, on every frame it reaches, and any
+            # new global anywhere in the module a recompile)
+            return _opaque_container(tx, obj, source, "a module's __dict__", "unsupported_dict")
         if len(obj) > MAX_WRAPPED_DICT:
             # (sys.modules, a registry): wrapping and guarding every entry would
             # cost more than running its use natively
@@ -139,6 +159,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is range:
         _id_or_const(guards, source, obj)
         return RangeValue(obj)
+    if source is not None and t in REAL_ITERATOR_TYPES:
+        # e.g. a for loop's iterator carried across a graph break
+        return wrap_real_iterator(tx, obj, source)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -193,6 +216,15 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _is_module_dict(d: dict) -> bool:
+    """``d`` is the ``__dict__`` of the module it names (read without running user code)."""
+    name = dict.get(d, "__name__")
+    if type(name) is not str:
+        return False
+    module = sys.modules.get(name)
+    return module is not None and getattr(module, "__dict__", None) is d
 
 
 def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
@@ -394,7 +426,7 @@ def _wrap_bound_method(tx, obj, source):
         mode = GradModeValue(torch.is_grad_enabled())
         mode.previous = receiver.prev
         return WithExitValue(mode)
-    if isinstance(receiver, (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
+    if issubclass(type(receiver), (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
         # a block entered natively before this graph: leaving it restores
         # state saved in the real object, so it runs natively too
         from .objects import OpaqueValue
@@ -411,11 +443,18 @@ _SKIPPED_MODULES = {
     "warnings": ("warnings", "warnings run natively between graphs"),
 }
 _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
-                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
+                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback", "dataclasses")
 
 
-#: pure classes of skipped modules whose methods are inlined after all
-_INLINED_LIBRARY_CLASSES = {"contextlib": ("nullcontext.", "suppress.")}
+#: pure classes and functions of skipped modules that are inlined after all.
+#: (``dataclasses``: making a dataclass generates its methods with ``exec``
+#: and sets them on the class, some fifty graph breaks per class; it runs
+#: natively as one call.  The helpers that read an instance are inlined.)
+_INLINED_LIBRARY_CLASSES = {
+    "contextlib": ("nullcontext.", "suppress."),
+    "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
+                    "is_dataclass", "_is_dataclass_instance"),
+}
 
 
 def _skipped_module(fn):
@@ -512,22 +551,6 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
         return _wrap_tensor(tx, obj, source)
     tx.guards.add(Guard("ID_MATCH", source, obj))
     return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
-
-
-def _claims_a_class(t: type) -> bool:
-    """Whether objects of ``t`` answer ``__class__`` with Python code or a class
-    attribute of their own (a proxy, a mock) rather than their type.  (A
-    Python ``__getattribute__`` is also asked for ``__class__``, but such
-    classes are common (transformers' configs) and answer it by
-    ``object.__getattribute__``: not held opaquely.)"""
-    return _type_lookup(t, "__class__") is not object.__dict__["__class__"]
-
-
-def _type_lookup(t: type, name: str):
-    for klass in t.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return None
 
 
 def _wrap_tensor(tx, obj: torch.Tensor, source):

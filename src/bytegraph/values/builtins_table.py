@@ -147,7 +147,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     t = type(obj.value) if isinstance(obj, ConstantValue) else obj.python_type()
     if t is cls:
         return True
-    if isinstance(cls, types.UnionType):
+    if type(cls) is types.UnionType:  # (not isinstance: it reads cls.__class__, which may run code)
         return any(_instance_check(tx, obj, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__instancecheck__")
     if checker is _STATIC:
@@ -156,7 +156,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
         return _type_check(tx, t, cls)
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
-    if not isinstance(cls, type):
+    if not issubclass(type(cls), type):
         if not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
@@ -174,6 +174,31 @@ def _constant_isinstance(tx, value, cls) -> bool:
         tx.raise_python_exception(e)
 
 
+#: ``__getattribute__`` slots whose ``obj.__class__`` is ``type(obj)``: the
+#: builtin types' own (each static type that sets the slot has a wrapper in
+#: its dict: object's, int's, str's...; type's finds the metaclass's data
+#: descriptors first; super's answers its own class for ``__class__``) and
+#: module's.  (A weakref proxy's, which answers the referent's class, is not
+#: a builtin name.)
+_GENERIC_GETATTRIBUTE = frozenset(
+    t.__dict__["__getattribute__"] for t in [*vars(__import__("builtins")).values(), types.ModuleType]
+    if isinstance(t, type) and "__getattribute__" in t.__dict__)
+
+
+def _has_bases(tx, v: Value) -> bool:
+    """Whether ``v.__bases__`` is a tuple, as ``abstract_get_bases`` asks: the
+    attribute is read in the trace (a user's property may raise, and its
+    exception is the call's; a class intercepting reads is traced or breaks);
+    only an AttributeError means "no bases"."""
+    try:
+        bases = v.get_attr(tx, "__bases__")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
+    return issubclass(bases.python_type(), tuple)
+
+
 def _type_check(tx, t: type, cls) -> bool:
     """``isinstance`` by the object's type ``t``.  When that says no, Python
     also checks ``obj.__class__`` if it is not ``type(obj)`` (a proxy): not modelled."""
@@ -184,7 +209,7 @@ def _type_check(tx, t: type, cls) -> bool:
         tx.raise_python_exception(e)
     from .objects import special_lookup
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
-            special_lookup(t, "__getattribute__") is not object.__dict__["__getattribute__"]:
+            special_lookup(t, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
         # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
         # wrapper object on every access, never ``object``'s by identity)
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
@@ -208,7 +233,7 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
     if items is not None:
         return any(_subclass_check(tx, derived, c) for c in items)
     cls = _class_object(cls_value, "issubclass")
-    if isinstance(cls, types.UnionType):
+    if type(cls) is types.UnionType:
         return any(_subclass_check(tx, derived, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__subclasscheck__")
     if checker is _STATIC:
@@ -218,10 +243,11 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
             tx.raise_python_exception(e)
     if checker is not None:
         return checker.call(tx, [derived], {}).truth(tx)
-    if not isinstance(d, type) or not isinstance(cls, type):
-        if not isinstance(d, type) and not _has_bases(tx, derived):
+    d_type, cls_type = issubclass(type(d), type), issubclass(type(cls), type)
+    if not d_type or not cls_type:
+        if not d_type and not _has_bases(tx, derived):
             tx.raise_python_exception(TypeError("issubclass() arg 1 must be a class"))
-        if not isinstance(cls, type) and not _has_bases(tx, cls_value):
+        if not cls_type and not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError(
                 "issubclass() arg 2 must be a class, a tuple of classes, or a union"))
         raise Unsupported("issubclass() of objects that are not classes", kind="unsupported_builtin")
@@ -229,19 +255,6 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
         return issubclass(d, cls)
     except TypeError as e:
         tx.raise_python_exception(e)
-
-
-def _has_bases(tx, v: Value) -> bool:
-    """Whether ``v.__bases__`` is a tuple, as ``abstract_get_bases`` asks: the
-    attribute is read in the trace (a user's property may raise, and its
-    exception is the call's); only an AttributeError means "no bases"."""
-    try:
-        bases = v.get_attr(tx, "__bases__")
-    except UserException as e:
-        if issubclass(e.value.python_type(), AttributeError):
-            return False
-        raise
-    return issubclass(bases.python_type(), tuple)
 
 
 def _range(tx, args, kwargs):
@@ -254,8 +267,28 @@ def _abs(tx, args, kwargs):
         graph_call(tx, "call_function", torch.abs, args, {})
 
 
+def _attr_name(tx, v: Value) -> str:
+    """The attribute name ``v`` given to getattr/hasattr/setattr/delattr, or
+    CPython's TypeError for a name that is not a string."""
+    if not v.is_constant():
+        try:
+            t = v.python_type()
+        except NotImplementedError:
+            t = str
+        if not issubclass(t, str):
+            tx.raise_python_exception(TypeError(f"attribute name must be string, not '{t.__name__}'"))
+        raise Unsupported("an attribute name that is not a constant", kind="unsupported_builtin")
+    name = v.as_constant()
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        # a str subclass: its own __eq__/__hash__ take part in the lookup
+        raise Unsupported("an attribute name of a str subclass", kind="unsupported_builtin")
+    tx.raise_python_exception(TypeError(f"attribute name must be string, not '{type(name).__name__}'"))
+
+
 def _getattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     if len(args) == 3:
         try:
             return obj.get_attr(tx, name)
@@ -267,7 +300,7 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     try:
         obj.get_attr(tx, name)
     except UserException as e:
@@ -278,12 +311,12 @@ def _hasattr(tx, args, kwargs):
 
 
 def _setattr(tx, args, kwargs):
-    args[0].set_attr(tx, args[1].as_constant(), args[2])
+    args[0].set_attr(tx, _attr_name(tx, args[1]), args[2])
     return NONE
 
 
 def _delattr(tx, args, kwargs):
-    args[0].del_attr(tx, args[1].as_constant())
+    args[0].del_attr(tx, _attr_name(tx, args[1]))
     return NONE
 
 
@@ -349,12 +382,18 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    from .objects import length_hint
     if len(args) == 1 and not kwargs and type(args[0]) is TupleValue:
         return args[0]  # tuple(t) of an exact tuple is t itself
+    if args:
+        length_hint(tx, args[0])
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
 def _list(tx, args, kwargs):
+    from .objects import length_hint
+    if args:
+        length_hint(tx, args[0])
     return ListValue(_iter_items(tx, args[0]) if args else [])
 
 
@@ -384,12 +423,14 @@ def _frozenset(tx, args, kwargs):
 
 def _dict(tx, args, kwargs):
     out = DictValue()
+    if len(args) > 1:
+        tx.raise_python_exception(TypeError(f"dict expected at most 1 argument, got {len(args)}"))
     if args:
         src = args[0]
         if isinstance(src, DictValue):
             out.entries = dict(src.entries)
         else:
-            out.call_method(tx, "update", [src], {})
+            out.merge(tx, src)
     for k, v in kwargs.items():
         out.entries[str_key(k)] = (const(k), v)
     return out
@@ -475,7 +516,7 @@ def _divmod(tx, args, kwargs):
 
 
 def _pow(tx, args, kwargs):
-    if len(args) == 2:
+    if len(args) == 2 and not kwargs:
         return binary_op(tx, operator.pow, args[0], args[1])
     return _constant_fn(pow)(tx, args, kwargs)
 
@@ -555,24 +596,33 @@ class SetGradEnabledValue(GradModeValue):
         return NONE
 
 
+def _namedtuple_new(cls):
+    """The ``__new__`` that ``collections.namedtuple`` generated, when calling
+    ``cls`` runs just it (no ``__new__`` or ``__init__`` of a subclass, no
+    metaclass ``__call__``); else None."""
+    if type(cls) is not type or not issubclass(cls, tuple) or not hasattr(cls, "_fields"):
+        return None
+    new = cls.__new__
+    if not isinstance(new, types.FunctionType) or cls.__init__ is not object.__init__:
+        return None
+    g = new.__globals__
+    if g.get("_tuple_new") is not tuple.__new__ or not str(g.get("__name__", "")).startswith("namedtuple_"):
+        return None
+    return new
+
+
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
-    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        fields = cls._fields
-        defaults = getattr(cls, "_field_defaults", {})
-        if all_constant(args) and all_constant(kwargs.values()):
-            return const(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
-        items = list(args) + [None] * (len(fields) - len(args))
-        for i, f in enumerate(fields):
-            if f in kwargs:
-                items[i] = kwargs[f]
-            elif items[i] is None:
-                if f not in defaults:
-                    tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
-                items[i] = tx.wrap(defaults[f], None)
-        return NamedTupleValue(items, cls)
+    new = _namedtuple_new(cls)
+    if new is not None:
+        # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
+        # False), its arguments bound by the generated ``__new__``'s own
+        # signature (its errors, its defaults)
+        from .functions import UserFunctionValue
+        bound = UserFunctionValue(new).bind(tx, [ClassValue(cls)] + list(args), dict(kwargs))
+        return NamedTupleValue([bound[f] for f in cls._fields], cls)
     # (the class's own __module__: a metaclass may shadow it with a property)
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     if isinstance(module, str) and module != "builtins" and (
@@ -767,6 +817,11 @@ for _fn in set(BINARY_OP_FUNCS):
     BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
 for _op, _fn in COMPARE_FUNCS.items():
     BUILTIN_HANDLERS[_fn] = _operator_compare(_op)
+# Alternate constructors of exact immutable builtin types: functions of their
+# arguments only (bound methods hash and compare by their type, no user code)
+for _cls, _name in ((float, "fromhex"), (int, "from_bytes"), (bytes, "fromhex"), (str, "maketrans"),
+                    (bytes, "maketrans")):
+    BUILTIN_HANDLERS[getattr(_cls, _name)] = _constant_fn(getattr(_cls, _name))
 for _name in dir(math):
     _obj = getattr(math, _name)
     if callable(_obj):

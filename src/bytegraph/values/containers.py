@@ -321,8 +321,10 @@ def check_arity(tx, handler, real_method, args, kwargs) -> None:
 
 
 def _same(tx, a: Value, b: Value) -> bool:
-    from .operators import compare
-    return compare(tx, "==", a, b).truth(tx)
+    """``PyObject_RichCompareBool(a, b, Py_EQ)``: identity first, then ``==``
+    (so a NaN is found in a list holding that very NaN)."""
+    from .operators import compare, same_object
+    return same_object(tx, a, b) or compare(tx, "==", a, b).truth(tx)
 
 
 def _index(tx, items, value, start=None, stop=None, what="list") -> int:
@@ -435,12 +437,29 @@ _LIST_METHODS = {
 }
 
 
-def _has_keys(v: Value) -> bool:
-    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping (it has ``keys``)."""
+def _has_keys(tx, v: Value) -> bool:
+    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping: CPython
+    looks the attribute ``keys`` up on the object itself, so an instance
+    attribute (or a ``__getattr__`` answer) counts too."""
     try:
-        return hasattr(v.python_type(), "keys")
+        t = v.python_type()
     except NotImplementedError:
-        return False
+        raise Unsupported(f"dict.update() from a {type(v).__name__}", kind="unsupported_method") from None
+    if hasattr(t, "keys"):
+        return True
+    if not (t.__flags__ & _HEAPTYPE) and not t.__dictoffset__:
+        return False  # a builtin type whose instances have no attributes of their own
+    from ..errors import UserException
+    try:
+        v.get_attr(tx, "keys")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
+    return True
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 class DictValue(Value):
@@ -449,21 +468,33 @@ class DictValue(Value):
     Keys must be constants or values compared by identity (tensors, functions).
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
     insertion order; a defaultdict's ``default_factory`` fills missing keys.
+
+    ``key_log`` lists the insertions and deletions of keys made in the
+    trace, in order (``("ins", key)``, ``("del", key)``, ``("clear",)``).
+    While it is empty every entry is where it was in the dict's table, which
+    iterators over the dict rely on (see ``iterators.DictIteratorValue``);
+    a pre-existing dict replays these operations, so its table (and a live
+    iterator's walk over it) ends up as eager's, holes included.
     """
 
-    __slots__ = ("entries", "cls", "default_factory")
+    __slots__ = ("entries", "cls", "default_factory", "key_log")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
         self.entries: Dict[object, tuple] = dict(entries or {})
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
+        self.key_log: List[tuple] = []
+
+    @property
+    def key_ops(self) -> int:
+        return len(self.key_log)
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
         d = DictValue(source=source, cls=cls)
         for k, v in pairs:
-            d.entries[key_of(k)] = (k, v)
+            d._set(key_of(k), k, v)   # a later equal key keeps the first key object, as in Python
         return d
 
     def python_type(self):
@@ -486,8 +517,8 @@ class DictValue(Value):
         return [k for k, _ in self.entries.values()]
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        return SizedIteratorValue(self.keys(), self, lambda: len(self.entries), "dictionary")
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self, "keys")
 
     def unpack(self, tx):
         return self.keys()
@@ -512,20 +543,23 @@ class DictValue(Value):
         if old is not None:
             check_release(old[1])
         tx.side_effects.mutate(self)
+        if old is None:
+            self.key_log.append(("ins", key))
         self.entries[hk] = (old[0] if old else key, value)
 
     def delitem(self, tx, key: Value):
-        old = self.entries.get(key_of(key))
-        if old is not None:
-            check_release(old[0])
-            check_release(old[1])
-        tx.side_effects.mutate(self)
-        try:
-            del self.entries[key_of(key)]
-        except KeyError:
+        hk = key_of(key)
+        old = self.entries.get(hk)
+        if old is None:
+            # nothing changes (a dict marked changed is rebuilt in place after the graph)
             if not key.is_constant():
-                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
+                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception")
             tx.raise_python_exception(KeyError(key.as_constant()))
+        check_release(old[0])
+        check_release(old[1])
+        tx.side_effects.mutate(self)
+        del self.entries[hk]
+        self.key_log.append(("del", old[0]))
 
     def call_method(self, tx, name, args, kwargs):
         e = self.entries
@@ -545,21 +579,11 @@ class DictValue(Value):
         if name == "copy" and not args:
             return DictValue(dict(e), cls=self.cls)
         if name == "update":
+            if len(args) > 1:
+                tx.raise_python_exception(TypeError(f"update expected at most 1 argument, got {len(args)}"))
             tx.side_effects.mutate(self)
             if args:
-                other = args[0]
-                if isinstance(other, DictValue):
-                    for hk, (k, v) in other.entries.items():
-                        self._set(hk, k, v)
-                elif _has_keys(other):
-                    # a mapping: Python reads other.keys() and other[key], never pairs
-                    from .operators import getitem
-                    for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
-                        self._set(key_of(k), k, getitem(tx, other, k))
-                else:
-                    for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
-                        self._set(key_of(k), k, v)
+                self.merge(tx, args[0])
             for k, v in kwargs.items():
                 self._set(key_of(const(k)), const(k), v)
             return NONE
@@ -567,13 +591,16 @@ class DictValue(Value):
             hk = key_of(args[0])
             if hk not in e:
                 tx.side_effects.mutate(self)
+                self.key_log.append(("ins", args[0]))
                 e[hk] = (args[0], args[1] if len(args) == 2 else NONE)
             return e[hk][1]
         if name == "pop" and 1 <= len(args) <= 2:
             hk = key_of(args[0])
             if hk in e:
                 tx.side_effects.mutate(self)
-                return e.pop(hk)[1]
+                k, v = e.pop(hk)
+                self.key_log.append(("del", k))
+                return v
             if len(args) == 2:
                 return args[1]
             tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "key"))
@@ -582,18 +609,62 @@ class DictValue(Value):
                 tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
             tx.side_effects.mutate(self)
             k, v = e.pop(next(reversed(e)))
+            self.key_log.append(("del", k))
             return TupleValue([k, v])
         if name == "clear" and not args:
             for k, v in e.values():
                 check_release(k)
                 check_release(v)
             tx.side_effects.mutate(self)
+            if e:
+                self.key_log.append(("clear",))
             e.clear()
             return NONE
         return super().call_method(tx, name, args, kwargs)
 
+    def merge(self, tx, other: Value) -> None:
+        """``self.update(other)`` for one positional argument, in CPython's
+        order: a mapping is read by ``keys()`` then ``other[key]``; anything
+        else is iterated pair by pair, each pair stored before the next is
+        pulled (so an error midway leaves the pairs before it stored)."""
+        if isinstance(other, DictValue):
+            # dict, OrderedDict, defaultdict: their keys() and [] run no user code
+            for hk, (k, v) in list(other.entries.items()):
+                self._set(hk, k, v)
+            return
+        if _has_keys(tx, other):
+            from .operators import getitem
+            for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
+                self.setitem(tx, k, getitem(tx, other, k))
+            return
+        from .. import config
+        from ..errors import UserException
+        from .generators import iterate
+        it = iterate(tx, other)
+        n = 0
+        while (item := it.next(tx)) is not None:
+            if type(item) in (ListValue, TupleValue) and item.python_type() in (list, tuple):
+                pair = list(item.items)
+            else:
+                try:
+                    pair = iterate(tx, item).unpack(tx)
+                except UserException as e:
+                    if not issubclass(e.value.python_type(), TypeError):
+                        raise
+                    tx.raise_python_exception(TypeError(
+                        f"cannot convert dictionary update sequence element #{n} to a sequence"))
+            if len(pair) != 2:
+                tx.raise_python_exception(ValueError(
+                    f"dictionary update sequence element #{n} has length {len(pair)}; 2 is required"))
+            self.setitem(tx, pair[0], pair[1])
+            n += 1
+            if n > config.max_generator_items:
+                raise Unsupported("dict.update() from an endless iterator", kind="generator")
+
     def _set(self, hk, k, v):
         old = self.entries.get(hk)
+        if old is None:
+            self.key_log.append(("ins", k))
         self.entries[hk] = (old[0] if old else k, v)
 
     def reconstruct(self, cg):
@@ -635,9 +706,8 @@ class DictViewValue(Value):
         return (self.dict_value,)
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        d = self.dict_value
-        return SizedIteratorValue(self.unpack(tx), d, lambda: len(d.entries), "dictionary", self.kind)
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self.dict_value, self.kind)
 
     def unpack(self, tx):
         pairs = self.dict_value.entries.values()
@@ -682,8 +752,8 @@ class RangeValue(Value):
         return [const(i) for i in self.value]
 
     def get_iter(self, tx):
-        from .iterators import sequence_iterator
-        return sequence_iterator(self, self.unpack(tx), self.value)
+        from .iterators import NewRangeIteratorValue
+        return NewRangeIteratorValue(self)
 
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):
@@ -724,9 +794,11 @@ class SliceValue(Value):
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
-        for p in self.parts:
+        # ``slice(stop)`` has one part; BUILD_SLICE takes two or three
+        parts = [NONE] + self.parts if len(self.parts) == 1 else self.parts
+        for p in parts:
             cg.reconstruct(p)
-        cg.emit("BUILD_SLICE", arg=len(self.parts))
+        cg.emit("BUILD_SLICE", arg=len(parts))
 
 
 class IteratorValue(Value):

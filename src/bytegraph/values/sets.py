@@ -45,7 +45,7 @@ class SetValue(Value):
     operations made during the trace.  Reconstructs by running the recipe.
     """
 
-    __slots__ = ("elements", "frozen", "recipe", "existing")
+    __slots__ = ("elements", "frozen", "recipe", "existing", "ops")
 
     def __init__(self, items: List[Value], source=None, frozen=False, existing=None):
         super().__init__(source)
@@ -59,6 +59,8 @@ class SetValue(Value):
         # a new set is by default built by adding ``items`` one by one (BUILD_SET,
         # set(list)); a pre-existing one logs what the trace does to it
         self.recipe: Optional[list] = [] if existing is not None else [("add", v) for v in items]
+        #: in-place operations made on it (an iterator over it must see none)
+        self.ops = 0
 
     @staticmethod
     def unknown(items: List[Value], frozen: bool = False) -> "SetValue":
@@ -69,6 +71,14 @@ class SetValue(Value):
 
     def python_type(self):
         return frozenset if self.frozen else set
+
+    def real_object(self):
+        # a pre-existing frozenset is not in the side-effect table (nothing to
+        # replay on it), so one object read through two paths is two values:
+        # ``is`` must compare the real objects
+        if self.frozen and self.existing is not None:
+            return (self.existing,)
+        return None
 
     def has_len(self):
         return True
@@ -115,6 +125,7 @@ class SetValue(Value):
 
     # -- in-place operations (each one logged) ---------------------------------
     def _log(self, step) -> None:
+        self.ops += 1
         if self.recipe is not None:
             self.recipe.append(step)
 
