@@ -4127,3 +4127,27 @@ def test_a_trace_past_its_step_limit_breaks_and_stays_exact():
         assert STATS.graph_breaks > before
     finally:
         config.max_trace_steps = saved
+
+
+def test_dropping_a_local_whose_class_property_raises():
+    # the dropped object's finalizer check used isinstance, which read the
+    # program's raising __class__ property at trace time
+    class C:
+        @property
+        def __class__(self):
+            raise RuntimeError("class")
+
+    def check(c):
+        try:
+            return isinstance(c, bool)
+        except RuntimeError as e:
+            return str(e)
+
+    def f():
+        c = C()
+        r = check(c)
+        c = None
+        return r, c
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
