@@ -4306,3 +4306,307 @@ def test_class_attribute_reads_call_python_descriptors_and_metaclass_getattr_onc
 
     for _ in range(2):  # the second call runs the cached code and its guards
         assert assert_same_clean(f) == ("ok", (42, 5, "ZZZ", [("get", True), ("meta", "zzz")]))
+
+
+
+# ---------------------------------------------------------------------------
+# --- wt-ty: symbolic numbers meeting complex/NaN, ... (extra CPython modules)
+
+
+def test_symbolic_int_compared_with_complex_and_nan():
+    # an int argument turns symbolic after its value changes; sympy answered
+    # ``Eq(s0, 42+0j)`` with False and raised on NaN
+    def f(c, n):
+        return (c == n, n == c, c != n, c + n, n * c, n == 1.5, n < float("nan"),
+                n == float("inf"), n < float("inf"), n * [0])
+
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        cf = bytegraph.compile(f, backend="eager")
+        for c, n in [((1 + 0j), 1), ((42 + 0j), 42), ((5 + 0j), 5), ((5 + 0j), 4)]:
+            assert cf(c, n) == f(c, n)
+    finally:
+        config.force_transform = False
+
+
+def test_number_constructor_with_only_keyword_objects():
+    # complex(real=obj) has no positional argument: the break's message indexed args[0]
+    class R:
+        def __float__(self):
+            return 2.5
+
+        def __complex__(self):
+            return 1j
+
+    def f():
+        return complex(real=R()), complex(imag=R()), float(R())
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_issubclass_propagates_the_users_bases_exception():
+    class B:
+        pass
+
+    class C:
+        @property
+        def __bases__(self):
+            raise RuntimeError("bases")
+
+    class NoBases:
+        pass
+
+    def f():
+        out = []
+        for args in ((B, C()), (C(), B), (B, NoBases()), (NoBases(), B)):
+            try:
+                out.append(issubclass(*args))
+            except (RuntimeError, TypeError) as e:
+                out.append((type(e).__name__, str(e)))
+        try:
+            isinstance(B(), C())
+        except RuntimeError as e:
+            out.append(str(e))
+        return out
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_object_whose_class_is_a_property_is_not_read_at_trace_time():
+    log = []
+
+    class P:
+        @property
+        def __class__(self):
+            log.append("read")
+            return int
+
+    def f(p):
+        del log[:]
+        r = isinstance(p, int), isinstance(p, str)
+        return r, list(log)
+
+    eager, compiled, _, frames = run_both(f, P())
+    assert compiled == eager and frames > 0
+
+
+def test_fstring_format_errors_are_the_programs():
+    def f(n):
+        out = []
+        for spec in (",,", "__", ",_", "_,", "d"):
+            try:
+                out.append(f"{n:{spec}}")
+            except ValueError as e:
+                out.append(str(e))
+        try:
+            out.append(f'{1:,,}')
+        except ValueError as e:
+            out.append(str(e))
+        try:
+            out.append(f"{10 ** 5000!s}")
+        except ValueError as e:
+            out.append(type(e).__name__)
+        return out
+
+    eager, compiled, _, frames = run_both(f, 1)
+    assert compiled == eager and frames > 0
+
+
+def test_iter_of_an_object_returning_itself_is_that_object():
+    # iter(obj) is a UserIteratorValue around obj: ``is`` compared the wrapper
+    class W:
+        def __init__(self):
+            self.n = 0
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            self.n += 1
+            if self.n > 3:
+                raise StopIteration
+            return self.n
+
+    def f(ws):
+        w = ws.pop()
+        it = iter(w)
+        new = W()
+        it2 = iter(new)
+        return (it is w, w is it, id(it) == id(w), next(it), list(it), [it][0] is w,
+                it2 is new, new is it2, it2 is not it)
+
+    eager, compiled, _, frames = run_both(f, [W(), W()])
+    assert compiled == eager and frames > 0
+
+
+def test_class_with_a_raising_metaclass_eq_is_wrapped_without_comparing():
+    calls = []
+
+    class BadType(type):
+        def __eq__(self, other):
+            calls.append("eq")
+            return 1 / 0
+
+        __hash__ = type.__hash__
+
+    bt = BadType("bt", (), {})
+
+    def f(cls):
+        del calls[:]
+        out = [cls.__name__]
+        try:
+            list[int] | list[cls]
+        except ZeroDivisionError:
+            out.append("zde")
+        return out, list(calls)
+
+    eager, compiled, _, frames = run_both(f, bt)
+    assert compiled == eager and frames > 0
+
+
+def test_constructing_a_class_whose_metaclass_shadows_module():
+    class BadMeta(type):
+        @property
+        def __module__(self):
+            return 1 / 0
+
+    Bad = BadMeta("Bad", (), {"x": 1})
+
+    def f():
+        b = Bad()
+        return b.x, type(b).__name__
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0
+
+
+def test_annotations_of_functions_made_in_the_trace():
+    # MAKE_FUNCTION dropped the annotations: __annotations__ read {} and the
+    # function returned had none
+    def f():
+        x = 1
+
+        def g(a: int, b: "str" = 1, *, c: list = None) -> float:
+            return x
+
+        def k(y):
+            return y
+
+        d = g.__annotations__
+        d["extra"] = bytes
+        return g, d, g.__annotations__ is d, k.__annotations__, (lambda: 0).__annotations__
+
+    eager, compiled, fallbacks, frames = run_both(f)
+    assert compiled[0] == "ok" and fallbacks == 0 and frames > 0
+    e, c = eager[1], compiled[1]
+    assert c[1:] == e[1:]
+    assert c[0].__annotations__ == e[0].__annotations__ and c[0].__annotations__ is c[1]
+
+
+def test_isinstance_against_a_union_that_cannot_resolve_raises():
+    import typing
+    T = typing.TypeVar("T")
+
+    def f(x):
+        out = []
+        for u in (int | T, typing.Union[int, T], T | int, typing.Union[T, int]):
+            for check in (lambda: isinstance(x, u), lambda: isinstance(object(), u),
+                          lambda: issubclass(int, u)):
+                try:
+                    out.append(check())
+                except TypeError as e:
+                    out.append(str(e))
+        return out
+
+    eager, compiled, _, frames = run_both(f, 1)
+    assert compiled == eager and frames > 0
+
+
+def test_huge_ints_across_calls_stay_exact():
+    # ints that change between calls become symbolic; huge ones made the
+    # shape environment's range analysis infinite (sympy: Invalid NaN comparison)
+    def f(a, b):
+        negative = a ^ b < 0
+        a, b = abs(a), abs(b)
+        if not b:
+            raise ZeroDivisionError("division by zero")
+        if a >= (2 ** 1024 - 2 ** 970) * b:
+            raise OverflowError("int/int too large to represent as a float")
+        d = a.bit_length() - b.bit_length()
+        if d >= 0 and a >= 2 ** d * b or d < 0 and a * 2 ** -d >= b:
+            d += 1
+        exp = max(d, -1021) - 53
+        a, b = a << max(-exp, 0), b << max(exp, 0)
+        q, r = divmod(a, b)
+        if 2 * r > b or 2 * r == b and q % 2 == 1:
+            q += 1
+        return -q if negative else q, exp
+
+    def run(fn, *args):
+        try:
+            return fn(*args)
+        except (ZeroDivisionError, OverflowError) as e:
+            return type(e)
+
+    bytegraph.reset()
+    config.force_transform = True
+    try:
+        cf = bytegraph.compile(f, backend="eager")
+        for a, b in [(1, 3), (7, 2), (9, 5), (10 ** 40, 3), (-(2 ** 200) + 1, 10 ** 30), (5, 10 ** 50),
+                     (12345, 678), (2 ** 1100, 3), (3, 0)]:
+            assert run(cf, a, b) == run(f, a, b)
+    finally:
+        config.force_transform = False
+
+
+def test_a_trace_past_its_step_limit_breaks_and_stays_exact():
+    # a loop over known items unrolls; test_complex's 14641 inlined calls
+    # traced for minutes: past config.max_trace_steps the frame breaks
+    def check(x, y):
+        z = x * y
+        return z / x if x != 0 else z
+
+    def f(n):
+        vals = [complex(i, j) for i in range(-n, n + 1) for j in range(-n, n + 1)]
+        out = []
+        for x in vals:
+            for y in vals:
+                out.append(check(x, y))
+        return out
+
+    saved = config.max_trace_steps
+    config.max_trace_steps = 3000
+    try:
+        before = STATS.graph_breaks
+        eager, compiled, _, frames = run_both(f, 2)
+        assert compiled == eager and frames > 0
+        assert STATS.graph_breaks > before
+    finally:
+        config.max_trace_steps = saved
+
+
+def test_dropping_a_local_whose_class_property_raises():
+    # the dropped object's finalizer check used isinstance, which read the
+    # program's raising __class__ property at trace time
+    class C:
+        @property
+        def __class__(self):
+            raise RuntimeError("class")
+
+    def check(c):
+        try:
+            return isinstance(c, bool)
+        except RuntimeError as e:
+            return str(e)
+
+    def f():
+        c = C()
+        r = check(c)
+        c = None
+        return r, c
+
+    eager, compiled, _, frames = run_both(f)
+    assert compiled == eager and frames > 0

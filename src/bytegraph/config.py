@@ -29,6 +29,11 @@ max_loop_iterations: int = 10_000
 #: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000
 
+#: Instructions one trace may run: loops over known items unroll, and a long
+#: one (thousands of inlined calls) would take minutes to trace; past this
+#: the frame breaks there (the loop body is outlined or runs eagerly).
+max_trace_steps: int = 300_000
+
 #: Check guarded tensors with the compiled helper in ``bytegraph.native`` when it
 #: is built (one C++ call for all tensors instead of six attribute reads each).
 #: ``BYTEGRAPH_NATIVE_GUARDS=0`` turns it off; guards then use Python conditions.

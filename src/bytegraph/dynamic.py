@@ -98,11 +98,18 @@ class DynamicPolicy:
             self.seen_shapes.setdefault(name, shape)
         for name, value in ints.items():
             old = self.seen_ints.get(name)
-            if old is not None and old != value and name not in self.ints:
+            if old is not None and old != value and name not in self.ints and \
+                    max(abs(old), abs(value)) < MAX_DYNAMIC_INT:
                 self.ints.add(name)
                 changed = True
             self.seen_ints.setdefault(name, value)
         return changed
+
+
+#: ints this large stay specialized: the shape environment reasons about
+#: sizes, and with huge values (bignum arithmetic) its range analysis
+#: overflows to infinity and sympy fails (``Invalid NaN comparison``) or crawls
+MAX_DYNAMIC_INT = 2 ** 31
 
 
 class SymbolSource(_TorchSource):

@@ -281,6 +281,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                 handler = _raise_pending
             elif long_loop:
                 handler = _long_loop
+            elif trace.steps >= config.max_trace_steps:
+                handler = _too_long
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -335,6 +337,11 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 def _long_loop(frame, ins):
     raise Unsupported(f"a loop runs more than {config.max_loop_iterations} times in one trace",
                       kind="long_loop", hint="the loop runs with its body compiled once, not unrolled")
+
+
+def _too_long(frame, ins):
+    raise Unsupported(f"the trace ran {config.max_trace_steps} instructions", kind="trace_too_long",
+                      hint="a loop over many known items unrolls; config.max_trace_steps sets the limit")
 
 
 def _raise_pending(frame, ins):

@@ -220,13 +220,17 @@ class DataOps:
                               hint="only constants can be formatted inside compiled functions")
         v = value.as_constant()
         conv = ins.arg & 0x03
-        if conv == 1:
-            v = str(v)
-        elif conv == 2:
-            v = repr(v)
-        elif conv == 3:
-            v = ascii(v)
-        self.stack.append(const(format(v, spec)))
+        try:
+            if conv == 1:
+                v = str(v)
+            elif conv == 2:
+                v = repr(v)
+            elif conv == 3:
+                v = ascii(v)
+            text = format(v, spec)
+        except Exception as e:  # noqa: BLE001 - a bad spec ("{1:,,}"), a too long int: the program's error
+            self.raise_python_exception(e)
+        self.stack.append(const(text))
 
     def BUILD_STRING(self, ins):
         parts = self.popn(ins.arg)

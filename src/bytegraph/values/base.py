@@ -282,12 +282,13 @@ def finalizer_reachable(value: Value):
 def has_finalizer(obj) -> bool:
     """``obj`` runs code when it dies: ``__del__``, or weakref callbacks."""
     import types
-    if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType)):
+    t = type(obj)  # (by type: ``isinstance`` may read a program's ``__class__`` property)
+    if issubclass(t, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType)):
         # classes, functions and modules live as long as their module; weakrefs
         # to them are caches and subclass lists
         return False
     import torch
-    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
+    if issubclass(t, (torch.Tensor, torch.nn.Module)):
         # their weakref callbacks are torch's bookkeeping (fake-tensor memos,
         # hook handles), not program code
         return False

@@ -339,7 +339,7 @@ def wrap_callable_or_object(tx, obj, source):
     if t is types.ModuleType:
         return PythonModuleValue(obj, source)
     if isinstance(obj, type):
-        if obj in GRAD_MODE_CLASSES:
+        if any(obj is c for c in GRAD_MODE_CLASSES):  # (``in`` would run a metaclass's __eq__)
             from .builtins_table import GradModeClassValue
             return GradModeClassValue(obj, source)
         if obj is torch.autocast:
@@ -421,7 +421,7 @@ def _wrap_bound_method(tx, obj, source):
     tx.guards.add(Guard("TYPE_MATCH", source, types.MethodType))
     receiver = obj.__self__
     self_src = AttrSource(source, "__self__")
-    if type(receiver) in GRAD_MODE_CLASSES and type(receiver) is not torch.inference_mode \
+    if any(type(receiver) is c for c in GRAD_MODE_CLASSES) and type(receiver) is not torch.inference_mode \
             and obj.__func__.__name__ == "__exit__":
         # the __exit__ of a grad-mode context left on the stack across a graph break
         tx.guards.add(Guard("TYPE_MATCH", self_src, type(receiver)))

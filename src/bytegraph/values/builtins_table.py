@@ -199,17 +199,26 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
         if isinstance(cls, type):
             _check_abc_is_pure(tx, t, cls)
         if isinstance(obj, ConstantValue):
-            return isinstance(obj.value, cls)
+            return _constant_isinstance(tx, obj.value, cls)
         return _type_check(tx, t, cls)
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
     if not issubclass(type(cls), type):
-        if _has_bases(cls) is False:
+        if not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
     if isinstance(obj, ConstantValue):
-        return isinstance(obj.value, cls)
+        return _constant_isinstance(tx, obj.value, cls)
     return _type_check(tx, t, cls)
+
+
+def _constant_isinstance(tx, value, cls) -> bool:
+    """``isinstance`` of a constant, whose check may raise (a ``typing.Union``
+    over a ``TypeVar``): that error is the program's."""
+    try:
+        return isinstance(value, cls)
+    except Exception as e:  # noqa: BLE001 - re-raised in the program
+        tx.raise_python_exception(e)
 
 
 #: ``__getattribute__`` slots whose ``obj.__class__`` is ``type(obj)``: the
@@ -223,13 +232,18 @@ _GENERIC_GETATTRIBUTE = frozenset(
     if isinstance(t, type) and "__getattribute__" in t.__dict__)
 
 
-def _has_bases(obj):
-    """``hasattr(obj, "__bases__")``, as isinstance asks it of a non-class;
-    None (not known) when the read would run the program's code."""
-    from .objects import intercepts_attribute_reads
-    if intercepts_attribute_reads(type(obj)):
-        return None
-    return hasattr(obj, "__bases__")
+def _has_bases(tx, v: Value) -> bool:
+    """Whether ``v.__bases__`` is a tuple, as ``abstract_get_bases`` asks: the
+    attribute is read in the trace (a user's property may raise, and its
+    exception is the call's; a class intercepting reads is traced or breaks);
+    only an AttributeError means "no bases"."""
+    try:
+        bases = v.get_attr(tx, "__bases__")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
+    return issubclass(bases.python_type(), tuple)
 
 
 def _type_check(tx, t: type, cls) -> bool:
@@ -280,9 +294,9 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
         return checker.call(tx, [derived], {}).truth(tx)
     d_type, cls_type = issubclass(type(d), type), issubclass(type(cls), type)
     if not d_type or not cls_type:
-        if not d_type and _has_bases(d) is False:
+        if not d_type and not _has_bases(tx, derived):
             tx.raise_python_exception(TypeError("issubclass() arg 1 must be a class"))
-        if not cls_type and _has_bases(cls) is False:
+        if not cls_type and not _has_bases(tx, cls_value):
             tx.raise_python_exception(TypeError(
                 "issubclass() arg 2 must be a class, a tuple of classes, or a union"))
         raise Unsupported("issubclass() of objects that are not classes", kind="unsupported_builtin")
@@ -411,7 +425,8 @@ def _scalar_type(fn):
             return args[0].text(tx, str)
         if fn is str and len(args) == 1:
             raise Unsupported(f"str() of a {args[0].type_name()}", kind="unsupported_builtin")
-        raise Unsupported(f"{fn.__name__}() of a {args[0].type_name()}", kind="unsupported_builtin")
+        what = args[0] if args else next(v for v in kwargs.values() if not v.is_constant())
+        raise Unsupported(f"{fn.__name__}() of a {what.type_name()}", kind="unsupported_builtin")
     return handler
 
 
@@ -657,8 +672,10 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
         from .functions import UserFunctionValue
         bound = UserFunctionValue(new).bind(tx, [ClassValue(cls)] + list(args), dict(kwargs))
         return NamedTupleValue([bound[f] for f in cls._fields], cls)
-    if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
-            not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
+    # (the class's own __module__: a metaclass may shadow it with a property)
+    module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
+    if isinstance(module, str) and module != "builtins" and (
+            not module.startswith("torch") or cls is torch.nn.ModuleList or cls is torch.nn.Sequential):
         from .modules import construct_user_object
         return construct_user_object(tx, cls, list(args), dict(kwargs))
     raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",

@@ -4,6 +4,7 @@ identity, containment and subscripts, dispatched by operand kinds."""
 from __future__ import annotations
 
 import dis
+import math
 import operator
 from typing import Callable
 
@@ -126,7 +127,21 @@ def _number_operands(a: Value, b: Value):
     if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
         a, b = (const(int(v.as_constant())) if isinstance(v, ConstantValue) and type(v.as_constant()) is bool
                 else v for v in (a, b))
+        if not all(isinstance(v, SymIntValue) or _sympy_number(v) for v in (a, b)):
+            # sympy answers ``Eq(s0, 42+0j)`` with False and rejects NaN, and
+            # other objects have their own operators: the symbolic number meets
+            # them as the Python number it is now (guarded)
+            a, b = (const(v.as_constant()) if isinstance(v, SymIntValue) else v for v in (a, b))
     return a, b
+
+
+def _sympy_number(v: Value) -> bool:
+    """A constant the shape environment compares and combines exactly like Python: an
+    int, or a finite float."""
+    if not isinstance(v, ConstantValue):
+        return False
+    x = v.as_constant()
+    return type(x) is int or type(x) is float and math.isfinite(x)
 
 
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
@@ -257,8 +272,8 @@ def same_object(tx, a: Value, b: Value) -> bool:
     # a local handed on untouched (an entry of locals()) is the local itself
     a = a.realize() if isinstance(a, UnrealizedLocal) else a
     b = b.realize() if isinstance(b, UnrealizedLocal) else b
-    # ``iter(obj)`` of an object whose __iter__ returns itself is the object
     from .modules import UserIteratorValue
+    # ``iter(obj)`` whose ``__iter__`` returned the object itself is that object
     a = a.obj if isinstance(a, UserIteratorValue) else a
     b = b.obj if isinstance(b, UserIteratorValue) else b
     if a is b:

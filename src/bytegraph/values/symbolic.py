@@ -43,16 +43,29 @@ class SymIntValue(Value):
 
     def as_constant(self):
         t = self.python_type()
-        return t(self.sym)  # specializes: the shape environment guards the value
+        return _ask(lambda: t(self.sym))  # specializes: the shape environment guards the value
 
     def truth(self, tx):
-        return bool(self.sym)
+        return _ask(lambda: bool(self.sym))
 
     def reconstruct(self, cg):
         cg.reconstruct_tensor(self)
 
     def __repr__(self):
         return f"SymIntValue({self.sym})"
+
+
+def _ask(question):
+    """Ask the shape environment; when it cannot answer (sympy rejects an
+    expression its range analysis made infinite) the frame breaks there."""
+    from ..errors import Unsupported
+    try:
+        return question()
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - torch/sympy failures, not the program's
+        raise Unsupported(f"the shape environment could not decide a symbolic number: {type(e).__name__}: {e}",
+                          kind="dynamic_shape") from e
 
 
 def sym_size(tx, tensor_value, dim: int) -> Value:
