@@ -44,6 +44,7 @@ _PRIORITY = {
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
     "DICT_KEYS": 4,
+    "ODICT_KEYS": 4,
     "DICT_CONTAINS": 4,
     "SET_MATCH": 4,
     "TENSOR_MATCH": 5,
@@ -132,6 +133,8 @@ class Guard:
             return f"{e[0]!r} {'in' if e[1] else 'not in'} {src}"
         if k == "DICT_KEYS":
             return f"list({src}.keys()) == {list(e)!r}"
+        if k == "ODICT_KEYS":
+            return f"list(dict.keys({src})) == {list(e)!r}"
         if k == "TENSOR_MATCH":
             typ, dtype, device, shape, stride, rg = e
             shape_text = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
@@ -356,6 +359,22 @@ class CompiledGuard:
             except Exception as e:  # the guard function treats errors as failure too
                 return f"{guard.describe()} (raised {type(e).__name__}: {e})"
         return None
+
+
+_NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)
+
+
+def key_types(keys) -> tuple:
+    """The types of ``keys``, and of the items of tuple keys (what ``==``
+    between equal numbers ignores)."""
+    def of(k):
+        t = type(k)
+        if t is tuple:
+            return (t, tuple(of(item) for item in k))
+        if t is frozenset:
+            return (t, tuple(sorted(repr(of(item)) for item in k)))
+        return t
+    return tuple(of(k) for k in keys)
 
 
 def _actual(guard: Guard, value) -> str:
@@ -684,7 +703,16 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         key, present = g.expected
         return f"({key!r} in {e}) is {present}"
     if k == "DICT_KEYS":
-        return f"tuple({e}) == {bind(tuple(g.expected))}"
+        keys = tuple(g.expected)
+        if any(type(key) in _NUMERIC_KEY_TYPES for key in keys):
+            # equal keys of other types (1, 1.0, True) would pass ==, but the
+            # trace holds the key objects it saw
+            return (f"tuple({e}) == {bind(keys)} and "
+                    f"{bind(key_types)}({e}) == {bind(key_types(keys))}")
+        return f"tuple({e}) == {bind(keys)}"
+    if k == "ODICT_KEYS":
+        # the order of the dict's own table (an OrderedDict's is its linked list)
+        return f"tuple({bind(dict.keys)}({e})) == {bind(tuple(g.expected))}"
     if k == "TENSOR_MATCH":
         typ, dtype, device, shape, stride, rg = g.expected
         head = f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)}"

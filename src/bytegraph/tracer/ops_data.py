@@ -8,7 +8,7 @@ import operator
 from ..errors import Unsupported
 from ..values.constants import const
 from ..values.generators import LazyIteratorValue
-from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)
 from ..values.tensors import TensorValue
@@ -103,8 +103,7 @@ class DataOps:
         value = self.stack.pop()
         key = self.stack.pop()
         target = self.stack[-ins.arg]
-        self.side_effects.mutate(target)
-        target.entries[key_of(key)] = (key, value)
+        target.store(self, key, value)
 
     def LIST_EXTEND(self, ins):
         v = self.stack.pop()
@@ -122,7 +121,8 @@ class DataOps:
         if not isinstance(v, DictValue):
             raise Unsupported(f"dict update from a {v.type_name()}", kind="unsupported_dict")
         self.side_effects.mutate(target)
-        target.entries.update(v.entries)
+        for k, value in list(v.entries.values()):
+            target.put(k, value)
 
     def DICT_MERGE(self, ins):
         v = self.stack.pop()
@@ -133,7 +133,8 @@ class DataOps:
             if k in target.entries:
                 self.raise_python_exception(TypeError(f"got multiple values for keyword argument {k[1]!r}"))
         self.side_effects.mutate(target)
-        target.entries.update(v.entries)
+        for k, value in list(v.entries.values()):
+            target.put(k, value)
 
     def LIST_TO_TUPLE(self, ins):
         self.stack.append(TupleValue(self.stack.pop().items))

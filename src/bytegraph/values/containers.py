@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import collections
 import inspect
 import types
 from typing import Dict, List, Optional
@@ -435,35 +436,32 @@ _LIST_METHODS = {
 }
 
 
-def _has_keys(v: Value) -> bool:
-    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping (it has ``keys``)."""
-    try:
-        return hasattr(v.python_type(), "keys")
-    except NotImplementedError:
-        return False
-
-
 class DictValue(Value):
-    """A dict (also ``OrderedDict``/``defaultdict`` instances, by ``cls``).
+    """A dict, ``OrderedDict`` or ``defaultdict`` (exactly that class: ``cls``).
 
     Keys must be constants or values compared by identity (tensors, functions).
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
-    insertion order; a defaultdict's ``default_factory`` fills missing keys.
+    insertion order (an OrderedDict's order: one whose order differs from its
+    dict's, or that dict's own methods put out of step, is not modelled); a
+    defaultdict's ``default_factory`` fills missing keys.  ``version`` counts
+    keys added and removed (what tells an iterator its dict was mutated).
+    The methods each class has are in ``dict_methods``.
     """
 
-    __slots__ = ("entries", "cls", "default_factory")
+    __slots__ = ("entries", "cls", "default_factory", "version")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
         self.entries: Dict[object, tuple] = dict(entries or {})
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
+        self.version = 0
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
         d = DictValue(source=source, cls=cls)
         for k, v in pairs:
-            d.entries[key_of(k)] = (k, v)
+            d.put(k, v)
         return d
 
     def python_type(self):
@@ -486,8 +484,8 @@ class DictValue(Value):
         return [k for k, _ in self.entries.values()]
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        return SizedIteratorValue(self.keys(), self, lambda: len(self.entries), "dictionary")
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self, "keys")
 
     def unpack(self, tx):
         return self.keys()
@@ -500,101 +498,69 @@ class DictValue(Value):
                 value = factory.call(tx, [], {})  # defaultdict.__missing__
                 self.setitem(tx, key, value)
                 return value
-            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+            from .dict_methods import raise_key_error
+            raise_key_error(tx, key)
         return hit[1]
 
     def contains(self, key: Value) -> bool:
         return key_of(key) in self.entries
 
-    def setitem(self, tx, key: Value, value: Value):
+    def put(self, key: Value, value: Value) -> None:
+        """``self[key] = value`` in the table: an equal key already there keeps
+        its own key object (``{1: a, 1.0: b}`` is ``{1: b}``)."""
         hk = key_of(key)
         old = self.entries.get(hk)
-        if old is not None:
-            check_release(old[1])
-        tx.side_effects.mutate(self)
-        self.entries[hk] = (old[0] if old else key, value)
+        if old is None:
+            self.version += 1
+            self.entries[hk] = (key, value)
+        else:
+            self.entries[hk] = (old[0], value)
 
-    def delitem(self, tx, key: Value):
+    def store(self, tx, key: Value, value: Value) -> None:
+        """``put`` as a mutation of this dict (replayed if it existed before the trace)."""
+        key_of(key)  # (an unhashable key raises before anything changes)
+        tx.side_effects.mutate(self)
+        self.put(key, value)
+
+    def setitem(self, tx, key: Value, value: Value):
         old = self.entries.get(key_of(key))
         if old is not None:
-            check_release(old[0])
             check_release(old[1])
+        self.store(tx, key, value)
+
+    def delitem(self, tx, key: Value):
+        hk = key_of(key)
+        old = self.entries.get(hk)
+        if old is None:
+            from .dict_methods import raise_key_error
+            raise_key_error(tx, key)
+        check_release(old[0])
+        check_release(old[1])
         tx.side_effects.mutate(self)
-        try:
-            del self.entries[key_of(key)]
-        except KeyError:
-            if not key.is_constant():
-                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception") from None
-            tx.raise_python_exception(KeyError(key.as_constant()))
+        del self.entries[hk]
+        self.version += 1
+
+    def get_attr(self, tx, name):
+        if name == "default_factory" and self.cls is collections.defaultdict:
+            return self.default_factory
+        return super().get_attr(tx, name)
+
+    def set_attr(self, tx, name, value):
+        if name == "default_factory" and self.cls is collections.defaultdict:
+            # (any object: only the constructor checks that it is callable)
+            check_release(self.default_factory)
+            self.default_factory = value
+            if self.source is not None:
+                tx.side_effects.store_attr(self, name, value)
+            return
+        super().set_attr(tx, name, value)
 
     def call_method(self, tx, name, args, kwargs):
-        e = self.entries
-        if name == "keys" and not args:
-            return DictViewValue(self, "keys")
-        if name == "values" and not args:
-            return DictViewValue(self, "values")
-        if name == "items" and not args:
-            return DictViewValue(self, "items")
-        if name == "get" and 1 <= len(args) <= 2:
-            hit = e.get(key_of(args[0]))
-            return hit[1] if hit else (args[1] if len(args) == 2 else NONE)
-        if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
-        if name == "__contains__" and len(args) == 1:
-            return const(self.contains(args[0]))
-        if name == "copy" and not args:
-            return DictValue(dict(e), cls=self.cls)
-        if name == "update":
-            tx.side_effects.mutate(self)
-            if args:
-                other = args[0]
-                if isinstance(other, DictValue):
-                    for hk, (k, v) in other.entries.items():
-                        self._set(hk, k, v)
-                elif _has_keys(other):
-                    # a mapping: Python reads other.keys() and other[key], never pairs
-                    from .operators import getitem
-                    for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
-                        self._set(key_of(k), k, getitem(tx, other, k))
-                else:
-                    for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
-                        self._set(key_of(k), k, v)
-            for k, v in kwargs.items():
-                self._set(key_of(const(k)), const(k), v)
-            return NONE
-        if name == "setdefault" and 1 <= len(args) <= 2:
-            hk = key_of(args[0])
-            if hk not in e:
-                tx.side_effects.mutate(self)
-                e[hk] = (args[0], args[1] if len(args) == 2 else NONE)
-            return e[hk][1]
-        if name == "pop" and 1 <= len(args) <= 2:
-            hk = key_of(args[0])
-            if hk in e:
-                tx.side_effects.mutate(self)
-                return e.pop(hk)[1]
-            if len(args) == 2:
-                return args[1]
-            tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "key"))
-        if name == "popitem" and not args:
-            if not e:
-                tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
-            tx.side_effects.mutate(self)
-            k, v = e.pop(next(reversed(e)))
-            return TupleValue([k, v])
-        if name == "clear" and not args:
-            for k, v in e.values():
-                check_release(k)
-                check_release(v)
-            tx.side_effects.mutate(self)
-            e.clear()
-            return NONE
-        return super().call_method(tx, name, args, kwargs)
-
-    def _set(self, hk, k, v):
-        old = self.entries.get(hk)
-        self.entries[hk] = (old[0] if old else k, v)
+        from .dict_methods import call_dict_method
+        out = call_dict_method(tx, self, name, args, kwargs)
+        if out is None:
+            return super().call_method(tx, name, args, kwargs)
+        return out
 
     def reconstruct(self, cg):
         if self.cls is not dict:
@@ -623,7 +589,7 @@ class DictViewValue(Value):
         self.kind = kind
 
     def python_type(self):
-        return type(getattr({}, self.kind)())
+        return type(getattr(self.dict_value.cls(), self.kind)())  # (odict_keys for an OrderedDict)
 
     def has_len(self):
         return True
@@ -635,9 +601,8 @@ class DictViewValue(Value):
         return (self.dict_value,)
 
     def get_iter(self, tx):
-        from .iterators import SizedIteratorValue
-        d = self.dict_value
-        return SizedIteratorValue(self.unpack(tx), d, lambda: len(d.entries), "dictionary", self.kind)
+        from .iterators import DictIteratorValue
+        return DictIteratorValue(self.dict_value, self.kind)
 
     def unpack(self, tx):
         pairs = self.dict_value.entries.values()

@@ -3,9 +3,11 @@ it is at each step, dict and set iterators notice a change of size."""
 
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING
 
-from .containers import IteratorValue
+from ..errors import Unsupported
+from .containers import IteratorValue, TupleValue
 
 if TYPE_CHECKING:
     from .containers import ListValue
@@ -216,4 +218,105 @@ def container_iterator_at(container, kind: str, pos: int):
         return it
     for _ in range(pos):
         next(it)
+    return it
+
+
+class DictIteratorValue(_SteppedIterator):
+    """``iter()`` (or ``reversed()``: ``reverse``) of a dict value or of one of
+    its views (``kind``: keys, values or items).  Each step reads the dict as
+    it is then (a value written meanwhile is seen), with CPython's checks:
+
+    - a plain dict's iterator raises once the dict changed size, and keeps
+      raising; keys added and removed without a change of size leave it
+      wherever the dict's table layout says: not modelled;
+    - an OrderedDict's iterator is done once it has yielded its last key;
+      before that, it raises "mutated" once keys were added or removed
+      (and is then done), or "changed size" (sticky).
+
+    Reconstructs as a real iterator of the rebuilt dict at the same position.
+    """
+
+    __slots__ = ("d", "kind", "reverse", "order", "size", "version", "done")
+
+    def __init__(self, d, kind: str, reverse: bool = False):
+        super().__init__([])
+        self.d, self.kind, self.reverse = d, kind, reverse
+        self.order = list(reversed(d.entries) if reverse else d.entries)
+        self.size, self.version = len(d.entries), d.version
+        self.done = False
+
+    def python_type(self):
+        return _dict_iterator_type(self.d.cls, self.kind, self.reverse)
+
+    def _ordered(self) -> bool:
+        return issubclass(self.d.cls, collections.OrderedDict)
+
+    def next(self, tx):
+        if self.done:
+            return None
+        d = self.d
+        if self._ordered():
+            if self.pos >= len(self.order):
+                self.done = True  # (its next key is none: it looks at nothing more)
+                return None
+            if d.version != self.version:
+                self.done = True
+                tx.raise_python_exception(RuntimeError("OrderedDict mutated during iteration"))
+            if len(d.entries) != self.size:
+                self.size = -1
+                tx.raise_python_exception(RuntimeError("OrderedDict changed size during iteration"))
+        else:
+            if len(d.entries) != self.size:
+                self.size = -1  # stays broken, as a real iterator does
+                tx.raise_python_exception(RuntimeError("dictionary changed size during iteration"))
+            if d.version != self.version:
+                raise Unsupported("iterating a dict whose keys changed without a change of size",
+                                  kind="unsupported_iter")
+            if self.pos >= len(self.order):
+                self.done = True
+                return None
+        k, v = d.entries[self.order[self.pos]]
+        self.pos += 1
+        return k if self.kind == "keys" else v if self.kind == "values" else TupleValue([k, v])
+
+    def children(self):
+        return () if self.done else (self.d,)
+
+    def reconstruct(self, cg):
+        if self.done:
+            cg.push_callable(dict_iterator_at)
+            cg.load_object(self.d.cls)
+            cg.load_object(self.kind)
+            cg.load_object(self.reverse)
+            cg.load_object(-1)
+            cg.call(4)
+            return
+        if len(self.d.entries) != self.size or self.d.version != self.version:
+            raise Unsupported("an iterator over a dict changed under it gets out of the trace",
+                              kind="unreconstructable", hint="the frame runs eagerly")
+        cg.push_callable(dict_iterator_at)
+        cg.reconstruct(self.d)
+        cg.load_object(self.kind)
+        cg.load_object(self.reverse)
+        cg.load_object(self.pos)
+        cg.call(4)
+
+
+def _dict_iterator_type(cls, kind: str, reverse: bool):
+    view = getattr(cls(), kind)()
+    return type(reversed(view) if reverse else iter(view))
+
+
+def dict_iterator_at(d, kind: str, reverse: bool, pos: int):
+    """A real iterator over dict ``d``'s ``kind`` view (reversed: ``reverse``)
+    that has yielded ``pos`` items.  ``pos == -1``: an exhausted iterator
+    of that kind, ``d`` then being the dict's class."""
+    if pos < 0:
+        d = d()
+    view = getattr(d, kind)()
+    it = reversed(view) if reverse else iter(view)
+    for _ in range(max(pos, 0)):
+        next(it)
+    if pos < 0:
+        next(it, None)
     return it
