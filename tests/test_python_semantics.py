@@ -2901,3 +2901,64 @@ def test_copy_of_an_odict_with_attributes_keeps_them():
     od.x = ["x"]
     eager, compiled, _, _ = run_both(f, od)
     assert compiled == eager == ("ok", ("OrderedDict", True, True, [("c", 1), ("b", 2)]))
+
+
+class _Plain:
+    pass
+
+
+def test_instance_dict_and_attribute_writes_stay_in_step():
+    def f(which):
+        o = _Plain()
+        if which == "dict_then_attr":
+            o.__dict__[1] = 1
+            o.a = "a"
+            return o.__dict__ == {1: 1, "a": "a"}, dict(o.__dict__)
+        if which == "attr_then_vars":
+            o.a = 7
+            return dict(vars(o))
+        if which == "held_dict":
+            d = o.__dict__
+            o.a = 9
+            return dict(d)
+        o.__dict__["a"] = 5
+        return o.a
+
+    for which in ("dict_then_attr", "attr_then_vars", "held_dict", "dict_then_read"):
+        eager, compiled, _, _ = run_both(f, which)
+        assert compiled == eager
+
+
+def test_set_guards_tell_equal_elements_of_other_types_apart():
+    def f(s):
+        return [type(x).__name__ for x in s]
+
+    fn = bytegraph.compile(f, backend="eager")
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        assert fn({1}) == ["int"]
+        assert fn({True}) == ["bool"]
+        assert fn(frozenset({1.0})) == ["float"]
+        assert fn(frozenset({True})) == ["bool"]
+    finally:
+        config.force_transform = saved
+
+
+def test_iterator_over_a_dict_with_holes_keeps_its_place_across_a_break():
+    def make(cls):
+        d = cls(a=1, b=2, c=3, d=4)
+        del d["b"]    # a hole in the table before the iterator's position
+        return d
+
+    def f(d):
+        it = iter(d)
+        first = next(it), next(it)
+        d["a"] = 100  # a value only: the dict is written back in place
+        print("", end="", file=io.StringIO())   # a break: the iterator is rebuilt
+        return first, list(it), list(d.items())
+
+    for cls in (dict, collections.OrderedDict):
+        eager = f(make(cls))
+        _, compiled, _, _ = run_both(f, make(cls))
+        assert compiled == ("ok", eager)

@@ -249,10 +249,14 @@ class Codegen:
                 self.reconstruct(item)
             self.emit("BUILD_LIST", arg=len(target.items))
         elif isinstance(target, DictValue):
-            for k, v in target.entries.values():
+            entries = target.entries.values()
+            if target.values_only_changed():
+                # only the changed values, written over the same keys (see apply_new_state)
+                entries = [(k, v) for hk, (k, v) in target.entries.items() if v is not target.initial[hk][1]]
+            for k, v in entries:
                 self.reconstruct(k)
                 self.reconstruct(v)
-            self.emit("BUILD_MAP", arg=len(target.entries))
+            self.emit("BUILD_MAP", arg=len(entries))
         elif isinstance(target, SetValue):
             # its operations are replayed one by one (apply_new_state): only
             # what they add must be evaluated before other effects
@@ -283,10 +287,14 @@ class Codegen:
             self.emit("BUILD_SLICE", arg=2)
             self.emit("STORE_SUBSCR")
             return
-        # dict / set: clear, then update, keeping the object and (for dicts) the new order
-        target.source.emit_load(self)
-        self.call_method("clear", lambda: 0)
-        self.emit("POP_TOP")
+        # dict / set: clear, then update, keeping the object and (for dicts) the
+        # new order.  A dict whose keys did not change gets its new values
+        # only: its table stays as it was (an iterator over it made before
+        # keeps its place, an OrderedDict is not "mutated" for its iterators).
+        if not (isinstance(target, DictValue) and target.values_only_changed()):
+            target.source.emit_load(self)
+            self.call_method("clear", lambda: 0)
+            self.emit("POP_TOP")
         target.source.emit_load(self)
 
         def push_temp():

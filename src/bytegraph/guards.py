@@ -364,6 +364,22 @@ class CompiledGuard:
 _NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)
 
 
+def typed(x):
+    """``x`` with the type of every number, tuple and frozenset in it: equal
+    exactly when the objects are equal and of the same types (``1``,
+    ``1.0`` and ``True`` are equal as values)."""
+    t = type(x)
+    if t is tuple:
+        return (t, tuple(typed(item) for item in x))
+    if t in (frozenset, set):
+        return (t, frozenset(typed(item) for item in x))
+    return (t, x)
+
+
+def _has_numbers(c) -> bool:
+    return any(type(x) in _NUMERIC_KEY_TYPES and (type(x) not in (tuple, frozenset) or _has_numbers(x)) for x in c)
+
+
 def key_types(keys) -> tuple:
     """The types of ``keys``, and of the items of tuple keys (what ``==``
     between equal numbers ignores)."""
@@ -694,10 +710,16 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
             # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
             # compare these two floats by their bits
             return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
+        if type(v) in (tuple, frozenset) and _has_numbers(v):
+            # (1,) == (True,): the items' types too
+            return f"type({e}) is {bind(type(v))} and {e} == {bind(v)} and {bind(typed)}({e}) == {bind(typed(v))}"
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
     if k == "SET_MATCH":
+        if _has_numbers(g.expected):
+            # {1} == {True}: the elements' types too
+            return f"{e} == {bind(g.expected)} and {bind(typed)}({e}) == {bind(typed(g.expected))}"
         return f"{e} == {bind(g.expected)}"
     if k == "DICT_CONTAINS":
         key, present = g.expected

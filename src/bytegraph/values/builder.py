@@ -124,6 +124,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
             else:
                 key = _identity_key_value(tx, k)
                 value.entries[key_of(key)] = (key, wrap(tx, v, _item(source, k)))
+        value.initial = dict(value.entries)
         return value
     if t in (set, frozenset):
         if len(obj) > MAX_WRAPPED_DICT:

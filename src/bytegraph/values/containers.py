@@ -448,7 +448,7 @@ class DictValue(Value):
     The methods each class has are in ``dict_methods``.
     """
 
-    __slots__ = ("entries", "cls", "default_factory", "version")
+    __slots__ = ("entries", "cls", "default_factory", "version", "initial")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
@@ -456,6 +456,13 @@ class DictValue(Value):
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
         self.version = 0
+        #: the entries of a pre-existing dict as the trace found them
+        self.initial: Optional[Dict[object, tuple]] = None
+
+    def values_only_changed(self) -> bool:
+        """A pre-existing dict whose keys (and their order) are as they were:
+        no key was added or removed, at most values were written."""
+        return self.initial is not None and self.version == 0 and list(self.entries) == list(self.initial)
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":

@@ -155,16 +155,33 @@ class UserObjectValue(Value):
     def python_type(self):
         return type(self.obj)
 
+    def _instance_dict_value(self, tx):
+        """The dict value of ``obj.__dict__`` if the trace read it as one, else None."""
+        inst_dict = getattr(self.obj, "__dict__", None)
+        return tx.side_effects.existing(inst_dict) if type(inst_dict) is dict else None
+
     def get_attr(self, tx, name):
+        if name == "__dict__" and tx.side_effects.attr_writes.get(self):
+            # its attribute writes are buffered apart: a dict value of the
+            # instance dict would not show them
+            raise Unsupported(f"{type(self.obj).__name__}.__dict__ after attribute writes",
+                              kind="unsupported_attribute")
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             if pending is DELETED:
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
+        if name != "__dict__" and self._instance_dict_value(tx) in tx.side_effects.mutated:
+            # changed through obj.__dict__: attribute reads look at the real object
+            raise Unsupported(f"reading {type(self.obj).__name__}.{name} after writes to its __dict__",
+                              kind="unsupported_attribute")
         return lookup_attr(tx, self, self.obj, name)
 
     def set_attr(self, tx, name, value):
+        if self._instance_dict_value(tx) is not None:
+            raise Unsupported(f"setting {type(self.obj).__name__}.{name} while its __dict__ is held as a dict",
+                              kind="unsupported_setattr")
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
@@ -184,7 +201,8 @@ class UserObjectValue(Value):
 
     def del_attr(self, tx, name):
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__"):
+        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__") \
+                or self._instance_dict_value(tx) is not None:
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
         self._release_attr(tx, name)
         se = tx.side_effects
