@@ -2962,3 +2962,26 @@ def test_iterator_over_a_dict_with_holes_keeps_its_place_across_a_break():
         eager = f(make(cls))
         _, compiled, _, _ = run_both(f, make(cls))
         assert compiled == ("ok", eager)
+
+
+def test_set_iterators_notice_changes_as_cpython_does():
+    def f(op):
+        s = {1, 2}
+        out = []
+        try:
+            for x in s:
+                out.append(x)
+                if op == "grow":
+                    s.add(x + 10)
+                else:             # same size, other elements: the hash table decides
+                    s.remove(x)
+                    s.add(x + 10)
+                if len(out) > 20:
+                    break
+        except RuntimeError as e:
+            out.append(str(e))
+        return out, sorted(s)
+
+    for op in ("grow", "swap"):
+        eager, compiled, _, _ = run_both(f, op)
+        assert compiled == eager

@@ -171,13 +171,15 @@ class SizedIteratorValue(_SteppedIterator):
     container changed size under it.  Reconstructs as a real iterator of the
     rebuilt container advanced to the same position."""
 
-    __slots__ = ("container", "size_of", "what", "size", "kind", "done")
+    __slots__ = ("container", "size_of", "what", "size", "kind", "done", "version_of", "version")
 
     def __init__(self, items, container, size_of, what: str, kind: str = "keys"):
         super().__init__(items)
         self.container, self.size_of, self.what, self.kind = container, size_of, what, kind
         self.size = size_of()
         self.done = False
+        #: the container's count of elements added and removed, if it keeps one
+        self.version_of, self.version = None, None
 
     def python_type(self):
         return type(iter(set())) if self.kind == "set" else type(iter(getattr({}, self.kind)()))
@@ -187,7 +189,13 @@ class SizedIteratorValue(_SteppedIterator):
             return None
         if self.size_of() != self.size:
             self.size = -1  # stays broken, as a real iterator does
-            tx.raise_python_exception(RuntimeError(f"{self.what} changed size during iteration"))
+            what = "Set" if self.what == "set" else self.what  # (CPython's capital)
+            tx.raise_python_exception(RuntimeError(f"{what} changed size during iteration"))
+        if self.version_of is not None and self.version_of() != self.version:
+            # elements added and removed, the size kept: where the real
+            # iterator goes on depends on the hash table's layout
+            raise Unsupported(f"iterating a {self.what} whose elements changed without a change of size",
+                              kind="unsupported_iter")
         v = super().next(tx)
         if v is None:
             self.done = True  # exhausted: it no longer looks at its container
@@ -197,8 +205,8 @@ class SizedIteratorValue(_SteppedIterator):
         return (self.container,)
 
     def reconstruct(self, cg):
-        if not self.done and self.size_of() != self.size:
-            from ..errors import Unsupported
+        if not self.done and (self.size_of() != self.size or
+                              self.version_of is not None and self.version_of() != self.version):
             raise Unsupported(f"an iterator over a {self.what} that changed size gets out of the trace",
                               kind="unreconstructable", hint="the frame runs eagerly")
         cg.push_callable(container_iterator_at)
