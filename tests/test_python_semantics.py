@@ -2680,6 +2680,107 @@ def test_isinstance_of_a_plain_int_against_another_class_is_traced():
 
 
 # ---------------------------------------------------------------------------
+# symbolic bools in Python operators (CPython test_compare: ``assertEqual(a <
+# b, comp < 0)`` once ``comp`` had become a dynamic int)
+
+
+def test_symbolic_bool_compared_with_bool_is_specialized():
+    def check(a, b, comp):
+        print("break")  # every call resumes with a, b and comp as arguments
+        lt = comp < 0
+        return (a < b) == lt, lt != (a < b), lt + 1, (comp == 0) is True
+
+    def f(rows):
+        return [check(*r) for r in rows]
+
+    rows = [(1, 2, -1), (3, 3, 0), (5, 4, 1), (7, 9, -1), (2, 2, 0), (True, 1, 0)]
+    out = io.StringIO()
+    saved, sys.stdout = sys.stdout, out
+    try:
+        compiled = assert_same_clean(f, rows)
+    finally:
+        sys.stdout = saved
+    assert compiled[1][1] == (True, False, 1, True)
+
+
+# ---------------------------------------------------------------------------
+# side-effect replay writes to the objects the trace saw, even when an
+# earlier replayed write changes the path that leads to them (CPython
+# test_compare: ``instances.sort(key=id)`` then ``inst.x = value``)
+
+
+class _Box:
+    def __init__(self, n):
+        self.n = n
+
+    def __repr__(self):
+        return f"Box({self.n}, {getattr(self, 'x', None)})"
+
+
+_REPLAY_G = None
+
+
+def test_replayed_writes_reach_objects_whose_path_changed():
+    class Holder:
+        pass
+
+    def f(h, d, values):
+        h.lst.sort(key=lambda o: o.n)  # reorders the list the items are reached through
+        for o, v in zip(h.lst, values):
+            o.x = v
+        global _REPLAY_G
+        old = _REPLAY_G
+        _REPLAY_G = _Box(9)  # rebinds the global the old object was read from
+        old.x = "old"
+        inner = h.inner
+        h.inner = _Box(7)  # replaces the attribute the old object was read from
+        inner.x = "inner"
+        d["a"], d["b"] = d["b"], d["a"]
+        d["a"].x = "a"
+        return h.lst
+
+    def run(fn):
+        global _REPLAY_G
+        _REPLAY_G = g0 = _Box(0)
+        h = Holder()
+        h.lst, h.inner = [_Box(3), _Box(1), _Box(2)], _Box(6)
+        i0 = h.inner
+        d = {"a": _Box(4), "b": _Box(5)}
+        return repr((fn(h, d, "abc"), g0, _REPLAY_G, i0, h.inner, d))
+
+    config.force_transform = True
+    try:
+        bytegraph.reset()
+        assert run(bytegraph.compile(f, backend="eager")) == run(f)
+        assert STATS.frames_compiled > 0
+    finally:
+        config.force_transform = False
+
+
+def test_sort_by_id_across_a_break_in_a_callee():
+    class Item:
+        pass
+
+    def create(values):
+        items = [Item() for _ in values]
+        items.sort(key=id)  # id() of new objects breaks; the rest resumes
+        for item, v in zip(items, values):
+            item.x = v
+        return items
+
+    def f(values):
+        out = []
+        for _ in range(3):
+            items = create(values)
+            ids = [id(i) for i in items]
+            out.append((ids == sorted(ids), [i.x for i in items]))
+        return out
+
+    for _ in range(3):
+        assert_same_clean(f, (1, 2, 3, 4))
+
+
+# ---------------------------------------------------------------------------
 # --- wt-od: OrderedDict, defaultdict and dicts through their own classes'
 # methods: keyword arguments and errors as each class has them, copies and
 # ``|`` keeping the class and default_factory, order-sensitive equality

@@ -242,6 +242,31 @@ class Codegen:
             return
         self.store_in_temp(value)
 
+    def stage_target(self, target: Value) -> None:
+        """Pin a pre-existing object that a side effect writes to, before any is applied.
+
+        Its source may pass through something an earlier write changes (``lst[2]``
+        after the list is reordered, ``G`` after the global is rebound, ``h.inner``
+        after the attribute is replaced); the write must reach the object the
+        trace saw there, so it is loaded while the source still leads to it."""
+        from .sources import LocalSource, ObjectSource, BuiltinSource
+        if target.source is None or isinstance(target.source, (LocalSource, ObjectSource, BuiltinSource)):
+            return
+        if isinstance(target, CellValue) and target.is_root_cell:
+            return
+        if id(target) in self._temps:
+            return
+        target.source.emit_load(self)
+        self.store_in_temp(target)
+
+    def load_target(self, target: Value) -> None:
+        """Push a pre-existing object a side effect writes to (staged or by its source)."""
+        temp = self._temps.get(id(target))
+        if temp is not None:
+            self.emit("LOAD_FAST", temp)
+        else:
+            target.source.emit_load(self)
+
     def stage_new_state(self, target: Value) -> str:
         """Build the new contents of a mutated pre-existing container into a temporary."""
         if isinstance(target, ListValue):
@@ -281,7 +306,7 @@ class Codegen:
             return
         if isinstance(target, ListValue):
             self.emit("LOAD_FAST", temp)
-            target.source.emit_load(self)
+            self.load_target(target)
             self.emit("LOAD_CONST", None)
             self.emit("LOAD_CONST", None)
             self.emit("BUILD_SLICE", arg=2)
@@ -292,10 +317,10 @@ class Codegen:
         # only: its table stays as it was (an iterator over it made before
         # keeps its place, an OrderedDict is not "mutated" for its iterators).
         if not (isinstance(target, DictValue) and target.values_only_changed()):
-            target.source.emit_load(self)
+            self.load_target(target)
             self.call_method("clear", lambda: 0)
             self.emit("POP_TOP")
-        target.source.emit_load(self)
+        self.load_target(target)
 
         def push_temp():
             self.emit("LOAD_FAST", temp)

@@ -199,6 +199,8 @@ class SideEffects:
                    if not (e[0] == "state" and _is_frame_local(e[1]) and not is_live(cg, e[1]))]
         staged = []
         for kind, target, payload in effects:
+            if kind in ("state", "attr"):
+                cg.stage_target(target)
             if kind == "state" and not isinstance(target, CellValue):
                 staged.append(cg.stage_new_state(target))
             elif kind == "call":

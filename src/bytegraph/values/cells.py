@@ -139,11 +139,11 @@ class CellValue(Value):
                 cg.emit("STORE_DEREF", self.source.cell_name)
             return
         if self.contents is EMPTY:
-            self.source.emit_load(cg)
+            cg.load_target(self)
             cg.emit("DELETE_ATTR", "cell_contents")
         else:
             cg.reconstruct(self.contents)
-            self.source.emit_load(cg)
+            cg.load_target(self)
             cg.emit("STORE_ATTR", "cell_contents")
 
     def __repr__(self):

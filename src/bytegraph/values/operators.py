@@ -105,8 +105,34 @@ def _graph_value(v) -> bool:
     return isinstance(v, (TensorValue, SymIntValue))
 
 
+def _plain_bool(v: Value) -> Value:
+    """A symbolic bool as the constant it is now (guarded), for Python operators.
+
+    The shape environment cannot reason about a bool compared or combined with
+    numbers (sympy rejects ``Eq(s0 < 0, True)``), and such bools only steer
+    Python code, so specializing them costs no capture."""
+    if isinstance(v, SymIntValue) and v.python_type() is bool:
+        return const(v.as_constant())
+    return v
+
+
+def _number_operands(a: Value, b: Value):
+    """Operands of a Python operator with symbolic numbers made sympy-safe.
+
+    A symbolic bool becomes its constant (``_plain_bool``), and a constant
+    bool meeting a symbolic number becomes the int it counts as (``True <
+    s0`` is ``1 < s0``), which sympy cannot take as a bool."""
+    a, b = _plain_bool(a), _plain_bool(b)
+    if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
+        a, b = (const(int(v.as_constant())) if isinstance(v, ConstantValue) and type(v.as_constant()) is bool
+                else v for v in (a, b))
+    return a, b
+
+
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if not (isinstance(a, TensorValue) or isinstance(b, TensorValue)):
+        a, b = _number_operands(a, b)
     if (isinstance(a, SymIntValue) or isinstance(b, SymIntValue)) and not (
             isinstance(a, TensorValue) or isinstance(b, TensorValue)):
         if not (_graph_value(a) or a.is_constant()) or not (_graph_value(b) or b.is_constant()):
@@ -232,6 +258,13 @@ def same_object(tx, a: Value, b: Value) -> bool:
     b = b.realize() if isinstance(b, UnrealizedLocal) else b
     if a is b:
         return True
+    if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
+        a, b = _plain_bool(a), _plain_bool(b)  # True and False are singletons
+        if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
+            if a.python_type() is not b.python_type():
+                return False
+            # equal ints may or may not be one object (the small-int cache)
+            raise Unsupported("identity of a symbolic number", kind="unsupported_operator")
     from ..resume import UNBOUND
     for x, y in ((a, b), (b, a)):
         if isinstance(x, ConstantValue) and x.source is None and x._value is UNBOUND:
@@ -275,6 +308,8 @@ def _real(v: Value):
 
 def compare(tx, op: str, a: Value, b: Value) -> Value:
     fn = COMPARE_FUNCS[op]
+    if not (isinstance(a, TensorValue) or isinstance(b, TensorValue)):
+        a, b = _number_operands(a, b)
     if _graph_value(a) or _graph_value(b):
         return graph_call(tx, "call_function", fn, [a, b], {})
     if a.is_constant() and b.is_constant():

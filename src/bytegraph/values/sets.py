@@ -281,7 +281,7 @@ class SetValue(Value):
     def replay_ops(self, cg) -> None:
         """Apply this pre-existing set's logged operations to the real object."""
         cg.push_callable(apply_recipe)
-        self.source.emit_load(cg)
+        cg.load_target(self)
         emit_recipe(cg, self.recipe)
         cg.call(2)
         cg.emit("POP_TOP")
