@@ -58,6 +58,12 @@ MODULES = [
 #: Test methods that cannot pass under any frame-transforming compiler, with the
 #: reason.  Keys are unittest ids without the leading ``test.``.
 UNTESTABLE: Dict[str, str] = {
+    "test_descr.ClassPropertiesAndMethods.test_restored_object_new":
+        "an expectedFailure over CPython's stale tp_new slot after `del A.__new__`; traced construction "
+        "follows the class dicts, so the interpreter bug it expects does not happen",
+    "test_descr.SharedKeyTests.test_subclasses":
+        "asserts sys.getsizeof of key-sharing instance dicts, which counts the instances the interpreter "
+        "built; compiled code does not build objects nothing uses",
 }
 
 #: Seconds one test method may take compiled before it counts as broken.

@@ -140,7 +140,11 @@ def _keeps_alive(v) -> bool:
     takes it too.  Graph tensors are the exception: outputting every dead
     intermediate would cost memory, and only weakrefs to them could tell."""
     from .values.tensors import TensorValue
-    return v is not None and not isinstance(v, (TensorValue, CellValue)) and not v.is_constant()
+    if v is None or isinstance(v, (TensorValue, CellValue)):
+        return False
+    # A class counts as a constant, but while it lives it is in its bases'
+    # ``__subclasses__()``, which a later ``__bases__`` assignment walks.
+    return not v.is_constant() or isinstance(v.as_constant(), type)
 
 
 class FrameState:

@@ -282,6 +282,8 @@ class Codegen:
                 self.reconstruct(k)
                 self.reconstruct(v)
             self.emit("BUILD_MAP", arg=len(entries))
+        elif hasattr(target, "apply_new_state"):
+            return None  # a value that writes its own state (RangeIteratorValue)
         elif isinstance(target, SetValue):
             # its operations are replayed one by one (apply_new_state): only
             # what they add must be evaluated before other effects
@@ -303,6 +305,9 @@ class Codegen:
             # the same operations as eager, so the real table (and with it the
             # iteration order) ends up the same
             target.replay_ops(self)
+            return
+        if hasattr(target, "apply_new_state"):
+            target.apply_new_state(self)
             return
         if isinstance(target, ListValue):
             self.emit("LOAD_FAST", temp)

@@ -43,6 +43,7 @@ _PRIORITY = {
     "FUNCTION_MATCH": 1,
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
+    "ITER_STATE": 3,
     "DICT_KEYS": 4,
     "ODICT_KEYS": 4,
     "DICT_CONTAINS": 4,
@@ -127,6 +128,8 @@ class Guard:
             return f"{src} == {e!r}"
         if k == "LEN_MATCH":
             return f"len({src}) == {e}"
+        if k == "ITER_STATE":
+            return f"{src}.__reduce__()[1:] == {e!r}"
         if k == "SET_MATCH":
             return f"{src} == {set(e)!r}"
         if k == "DICT_CONTAINS":
@@ -716,6 +719,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
+    if k == "ITER_STATE":
+        # (after TYPE_MATCH: a range iterator's sequence and position)
+        return f"{e}.__reduce__()[1:] == {bind(g.expected)}"
     if k == "SET_MATCH":
         if _has_numbers(g.expected):
             # {1} == {True}: the elements' types too

@@ -97,6 +97,18 @@ class SideEffects:
         writes = self.attr_writes.get(obj)
         return writes.get(name) if writes else None
 
+    def dict_view_conflict(self, real_dict: dict, writing: bool) -> bool:
+        """Whether an access by name to the namespace ``real_dict`` (an
+        object's instance dict, a module's globals) would miss changes made
+        through the dict value the trace holds for that same dict: a write
+        (it would not show in the dict value), or a read after the dict
+        value changed.  The two models of one state are not merged."""
+        value = self._existing.get(id(real_dict))
+        return value is not None and (writing or value in self.mutated)
+
+    def has_pending_globals(self, f_globals: dict) -> bool:
+        return any(key[0] == id(f_globals) for key in self.global_writes)
+
     def store_global(self, f_globals: dict, name: str, value: Value) -> None:
         self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
         self.order[("global", id(f_globals), name)] = None

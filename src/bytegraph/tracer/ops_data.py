@@ -108,6 +108,8 @@ class DataOps:
     def LIST_EXTEND(self, ins):
         v = self.stack.pop()
         target = self.stack[-ins.arg]
+        from ..values.objects import length_hint
+        length_hint(self, v)
         self.side_effects.mutate(target)
         target.items.extend(v.unpack(self))
 

@@ -109,6 +109,9 @@ class LocalOps:
     # -- globals ---------------------------------------------------------------
     def load_global(self, name: str):
         f_globals = self.f_globals
+        if self.side_effects.dict_view_conflict(f_globals, writing=False):
+            # changed through ``module.__dict__`` in this trace (see PythonModuleValue)
+            raise Unsupported(f"global {name!r} after its module's __dict__ changed", kind="unsupported_attribute")
         pending = self.side_effects.pending_global(f_globals, name)
         if pending is not None:
             if pending is DELETED:
@@ -141,9 +144,15 @@ class LocalOps:
         self.stack.append(self.load_global(ins.argval))
 
     def STORE_GLOBAL(self, ins):
+        if self.side_effects.dict_view_conflict(self.f_globals, writing=True):
+            raise Unsupported(f"global {ins.argval!r} of a module whose __dict__ the trace holds",
+                              kind="unsupported_attribute")
         self.side_effects.store_global(self.f_globals, ins.argval, self.stack.pop())
 
     def DELETE_GLOBAL(self, ins):
+        if self.side_effects.dict_view_conflict(self.f_globals, writing=True):
+            raise Unsupported(f"global {ins.argval!r} of a module whose __dict__ the trace holds",
+                              kind="unsupported_attribute")
         self.load_global(ins.argval)
         self.side_effects.delete_global(self.f_globals, ins.argval)
 

@@ -260,7 +260,7 @@ def has_finalizer(obj) -> bool:
         # their weakref callbacks are torch's bookkeeping (fake-tensor memos,
         # hook handles), not program code
         return False
-    if getattr(type(obj), "__del__", None) is not None:
+    if any("__del__" in k.__dict__ for k in type(obj).__mro__):  # (no descriptor runs)
         return True
     import weakref
     try:

@@ -27,7 +27,9 @@ from .constants import LITERAL_TYPES, ConstantValue
 from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
                          TupleValue)
 from .functions import BuiltinValue, UserFunctionValue
-from .objects import ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue
+from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
+                      python_getattribute)
+from .iterators import RANGE_ITERATOR, RangeIteratorValue
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -40,6 +42,12 @@ _FUNCTION_TYPES = (types.BuiltinFunctionType, types.MethodWrapperType, types.Wra
 
 
 _WEAKREF_PROXIES = (weakref.ProxyType, weakref.CallableProxyType)
+
+#: types whose attribute reads are known not to run program code (a fast path
+#: past ``intercepts_attribute_reads``)
+_PLAIN_TYPES = frozenset({list, tuple, dict, set, frozenset, type, types.FunctionType, types.ModuleType,
+                          types.MethodType, types.BuiltinFunctionType, types.CellType, slice, range,
+                          torch.Tensor, torch.nn.Parameter})
 
 #: pre-existing dicts with more entries are held, not modelled (each entry
 #: read would be wrapped and guarded)
@@ -65,6 +73,20 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
+    if t not in _PLAIN_TYPES and intercepts_attribute_reads(t):
+        if source is not None:
+            guards.add(Guard("TYPE_MATCH", source, t))
+        known = tx.side_effects.existing(obj)
+        if known is not None:
+            return known
+        if source is not None and python_getattribute(t) is not None and not issubclass(t, torch.nn.Module):
+            # a plain object whose reads run a Python __getattribute__: traced
+            # (see UserObjectValue.get_attr)
+            value = UserObjectValue(obj, source, guards)
+            tx.side_effects.track_existing(obj, value)
+            return value
+        return OpaqueValue(obj, source, f"a {t.__name__} object, whose class intercepts attribute reads",
+                           kind="unsupported_object", hint="it runs natively between graphs")
     if isinstance(obj, torch.Tensor):
         return _wrap_tensor(tx, obj, source)
     se = tx.side_effects
@@ -146,6 +168,14 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is range:
         _id_or_const(guards, source, obj)
         return RangeValue(obj)
+    if t is RANGE_ITERATOR and source is not None:
+        # its range and position are read without advancing it
+        _, (rng,), index = obj.__reduce__()
+        guards.add(Guard("TYPE_MATCH", source, t))
+        guards.add(Guard("ITER_STATE", source, ((rng,), index)))
+        value = RangeIteratorValue(rng, index, source)
+        se.track_existing(obj, value)
+        return value
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -418,7 +448,7 @@ def _wrap_bound_method(tx, obj, source):
         mode = GradModeValue(torch.is_grad_enabled())
         mode.previous = receiver.prev
         return WithExitValue(mode)
-    if isinstance(receiver, (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
+    if issubclass(type(receiver), (torch.autocast, torch.inference_mode)) and obj.__func__.__name__ == "__exit__":
         # a block entered natively before this graph: leaving it restores
         # state saved in the real object, so it runs natively too
         from .objects import OpaqueValue

@@ -90,11 +90,22 @@ def _reversed(tx, args, kwargs):
         tx.raise_python_exception(TypeError("reversed() takes no keyword arguments"))
     if len(args) != 1:
         tx.raise_python_exception(TypeError(f"reversed expected 1 argument, got {len(args)}"))
+    from .objects import NO_ATTR, special_lookup
     v = args[0]
     t = v.python_type()
-    if isinstance(v, IteratorValue) or not (hasattr(t, "__reversed__") or
-                                            (hasattr(t, "__len__") and hasattr(t, "__getitem__"))):
+    # the type's own dicts, as the interpreter looks special methods up
+    # (``hasattr(t, ...)`` would run a descriptor's __get__ at trace time)
+    rev = special_lookup(t, "__reversed__")
+    if isinstance(v, IteratorValue) or rev is None or (rev is NO_ATTR and (
+            special_lookup(t, "__len__") is NO_ATTR or special_lookup(t, "__getitem__") is NO_ATTR)):
         tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
+    if _defined_in_python(t, "__reversed__" if rev is not NO_ATTR else "__getitem__"):
+        # the class's own __reversed__ (whatever it returns is the result),
+        # or its sequence protocol: not the reverse of its __iter__
+        method = _python_dunder(tx, v, "__reversed__") if rev is not NO_ATTR else None
+        if method is None:
+            raise Unsupported(f"reversed() of a {t.__name__} object", kind="unsupported_builtin")
+        return method.call(tx, [], {})
     if type(v) is ListValue:
         from .iterators import ListReversedIteratorValue
         return ListReversedIteratorValue(v)
@@ -108,6 +119,23 @@ def _reversed(tx, args, kwargs):
             return DictIteratorValue(v, "keys", reverse=True)
         return DictIteratorValue(v.dict_value, v.kind, reverse=True)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
+
+
+def _defined_in_python(t: type, name: str) -> bool:
+    """Whether the class that provides ``t.name`` is not a builtin type."""
+    owner = next((k for k in t.__mro__ if name in k.__dict__), None)
+    return owner is not None and owner.__module__ != "builtins"
+
+
+def _python_dunder(tx, v: Value, name: str):
+    """``type(v).name`` bound to ``v`` when it is a Python function of a user object, else None."""
+    from .modules import NewObjectValue
+    from .objects import UserObjectValue
+    if isinstance(v, NewObjectValue):
+        return v._dunder(tx, name)
+    if isinstance(v, UserObjectValue):
+        return v.dunder(tx, name)
+    return None
 
 
 def _iter(tx, args, kwargs):

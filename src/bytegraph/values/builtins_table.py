@@ -147,7 +147,7 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     t = type(obj.value) if isinstance(obj, ConstantValue) else obj.python_type()
     if t is cls:
         return True
-    if isinstance(cls, types.UnionType):
+    if type(cls) is types.UnionType:  # (not isinstance: it reads cls.__class__, which may run code)
         return any(_instance_check(tx, obj, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__instancecheck__")
     if checker is _STATIC:
@@ -156,13 +156,22 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
         return _type_check(tx, t, cls)
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
-    if not isinstance(cls, type):
-        if not hasattr(cls, "__bases__"):
+    if not issubclass(type(cls), type):
+        if _has_bases(cls) is False:
             tx.raise_python_exception(TypeError("isinstance() arg 2 must be a type, a tuple of types, or a union"))
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
     if isinstance(obj, ConstantValue):
         return isinstance(obj.value, cls)
     return _type_check(tx, t, cls)
+
+
+def _has_bases(obj):
+    """``hasattr(obj, "__bases__")``, as isinstance asks it of a non-class;
+    None (not known) when the read would run the program's code."""
+    from .objects import intercepts_attribute_reads
+    if intercepts_attribute_reads(type(obj)):
+        return None
+    return hasattr(obj, "__bases__")
 
 
 def _type_check(tx, t: type, cls) -> bool:
@@ -199,7 +208,7 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
     if items is not None:
         return any(_subclass_check(tx, derived, c) for c in items)
     cls = _class_object(cls_value, "issubclass")
-    if isinstance(cls, types.UnionType):
+    if type(cls) is types.UnionType:
         return any(_subclass_check(tx, derived, tx.wrap(c, None)) for c in cls.__args__)
     checker = _checker(tx, cls_value, cls, "__subclasscheck__")
     if checker is _STATIC:
@@ -209,10 +218,11 @@ def _subclass_check(tx, derived: Value, cls_value: Value) -> bool:
             tx.raise_python_exception(e)
     if checker is not None:
         return checker.call(tx, [derived], {}).truth(tx)
-    if not isinstance(d, type) or not isinstance(cls, type):
-        if not isinstance(d, type) and not hasattr(d, "__bases__"):
+    d_type, cls_type = issubclass(type(d), type), issubclass(type(cls), type)
+    if not d_type or not cls_type:
+        if not d_type and _has_bases(d) is False:
             tx.raise_python_exception(TypeError("issubclass() arg 1 must be a class"))
-        if not isinstance(cls, type) and not hasattr(cls, "__bases__"):
+        if not cls_type and _has_bases(cls) is False:
             tx.raise_python_exception(TypeError(
                 "issubclass() arg 2 must be a class, a tuple of classes, or a union"))
         raise Unsupported("issubclass() of objects that are not classes", kind="unsupported_builtin")
@@ -326,12 +336,18 @@ def _scalar_type(fn):
 
 
 def _tuple(tx, args, kwargs):
+    from .objects import length_hint
     if len(args) == 1 and not kwargs and type(args[0]) is TupleValue:
         return args[0]  # tuple(t) of an exact tuple is t itself
+    if args:
+        length_hint(tx, args[0])
     return TupleValue(_iter_items(tx, args[0]) if args else [])
 
 
 def _list(tx, args, kwargs):
+    from .objects import length_hint
+    if args:
+        length_hint(tx, args[0])
     return ListValue(_iter_items(tx, args[0]) if args else [])
 
 

@@ -696,9 +696,11 @@ class SliceValue(Value):
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
-        for p in self.parts:
+        # ``slice(stop)`` has one part; BUILD_SLICE takes two or three
+        parts = [NONE] + self.parts if len(self.parts) == 1 else self.parts
+        for p in parts:
             cg.reconstruct(p)
-        cg.emit("BUILD_SLICE", arg=len(self.parts))
+        cg.emit("BUILD_SLICE", arg=len(parts))
 
 
 class IteratorValue(Value):

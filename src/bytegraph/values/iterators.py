@@ -7,6 +7,7 @@ import collections
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
+from .constants import const
 from .containers import IteratorValue, TupleValue
 
 if TYPE_CHECKING:
@@ -328,3 +329,46 @@ def dict_iterator_at(d, kind: str, reverse: bool, pos: int):
     if pos < 0:
         next(it, None)
     return it
+
+
+RANGE_ITERATOR = type(iter(range(0)))
+
+
+class RangeIteratorValue(_SteppedIterator):
+    """A range iterator that existed before the trace (e.g. the iterator of a
+    ``for`` loop a resume function starts inside).  Its range and position
+    are guarded; each step yields the next int.  Advancing it changes a
+    pre-existing object: after the graph the real iterator is moved to the
+    new position (``__setstate__``), so it stays the same object."""
+
+    __slots__ = ("rng", "index")
+
+    def __init__(self, rng: range, index: int, source):
+        super().__init__([])
+        self.source = source
+        self.rng = rng
+        self.index = index
+
+    def python_type(self):
+        return RANGE_ITERATOR
+
+    def next(self, tx):
+        if self.index >= len(self.rng):
+            return None
+        v = const(self.rng[self.index])
+        self.index += 1
+        tx.side_effects.mutate(self)
+        return v
+
+    def children(self):
+        return ()
+
+    def apply_new_state(self, cg) -> None:
+        """Move the real iterator to this value's position."""
+        cg.load_target(self)
+
+        def position():
+            cg.load_object(min(self.index, len(self.rng)))
+            return 1
+        cg.call_method("__setstate__", position)
+        cg.emit("POP_TOP")

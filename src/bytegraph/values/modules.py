@@ -24,7 +24,8 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
-from .objects import DELETED, NO_ATTR, UserObjectValue, dunder_truth, lookup_attr, special_lookup
+from .objects import (DELETED, NO_ATTR, UserObjectValue, dunder_truth, guard_class_lookup, intercepts_attribute_reads,
+                      lookup_attr, owner_of, special_lookup)
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -266,6 +267,10 @@ class _ObjectSlot(Value):
     def call(self, tx, args, kwargs):
         if self.name in ("__init__", "__init_subclass__"):
             return NONE
+        if self.name == "__getattribute__" and isinstance(self.receiver, UserObjectValue) and len(args) == 1 \
+                and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
+            # a class's own __getattribute__ handing the read to object's
+            return self.receiver.generic_get_attr(tx, args[0].as_constant())
         raise Unsupported(f"object.{self.name} through super()", kind="unsupported_attribute")
 
 
@@ -317,9 +322,15 @@ class NewObjectValue(Value):
         src = AttrSource(AttrSource(ObjectSource(klass, klass.__qualname__), name), which)
         return tx.wrap(fn, src).call(tx, [self, *args], {})
 
+    def _guard_lookup(self, tx, name):
+        """What the class's MRO says about ``name`` (found where, or absent)
+        holds for later calls too."""
+        guard_class_lookup(tx, self.cls, name, owner_of(self.cls, name))
+
     def get_attr(self, tx, name):
         if name == "__class__" and special_lookup(self.cls, "__class__") is object.__dict__["__class__"]:
             return tx.wrap(self.cls, None)  # (a class may define its own __class__)
+        self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             return self._property_call(tx, name, "fget", [])
         if name in self.attrs:
@@ -350,11 +361,13 @@ class NewObjectValue(Value):
         if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
                                                    "__contains__", "to_tuple"):
             return _DictPartMethod(self, name)
-        if getattr(self.cls, "__getattr__", None) is not None:
+        if special_lookup(self.cls, "__getattr__") is not NO_ATTR:
             raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
+        self._guard_lookup(tx, "__getattr__")
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
+        self._guard_lookup(tx, name)
         slots = _slot_names(self.cls)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fset", [value])
@@ -368,6 +381,7 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fdel", [])
             return
@@ -380,6 +394,7 @@ class NewObjectValue(Value):
         """``type(obj).name`` bound to this object if it is a Python function
         (special methods are looked up on the type, never the instance)."""
         fn = special_lookup(self.cls, name)
+        self._guard_lookup(tx, name)
         if not isinstance(fn, types.FunctionType):
             return None
         owner = next(k for k in self.cls.__mro__ if name in k.__dict__)
@@ -432,6 +447,7 @@ class NewObjectValue(Value):
         method = self._dunder(tx, "__iter__")
         if method is None:
             declared = special_lookup(self.cls, "__iter__")
+            self._guard_lookup(tx, "__iter__")
             if declared is NO_ATTR and self._dunder(tx, "__getitem__") is not None:
                 from .generators import SequenceIteratorValue
                 return SequenceIteratorValue(self)  # the old protocol: __getitem__(0), (1), ...
@@ -571,16 +587,19 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
         if all(isinstance(v, NNModuleValue) for v in items):
             return ModuleSequenceValue(items, cls)
 
-    if cls.__new__ is not object.__new__ and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
+    # (the class's own dicts are read, not ``cls.__new__``: a descriptor
+    # stored there would run at trace time)
+    def own(name):
+        return special_lookup(cls, name) is not object.__dict__[name]
+    if own("__new__") and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if (cls.__setattr__ is not object.__setattr__ or cls.__delattr__ is not object.__delattr__) \
-            and not issubclass(cls, dict):
+    if (own("__setattr__") or own("__delattr__")) and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
-    if cls.__getattribute__ is not object.__getattribute__ and not issubclass(cls, dict):
+    if (own("__getattribute__") and not issubclass(cls, dict)) or intercepts_attribute_reads(cls):
         # (dict subclasses are modelled as ModelOutput-like mappings below)
         raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
-    if getattr(cls, "__del__", None) is not None:
+    if special_lookup(cls, "__del__") is not NO_ATTR:
         # the object would exist only if it escapes: its finalizer must run
         # when eager's would, so it is made natively
         raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")
@@ -604,10 +623,14 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
             if not is_none(v):
                 value.items[f.name] = v
         return value
-    init = getattr(cls, "__init__", None)
+    init = special_lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         src = AttrSource(ObjectSource(cls, cls.__qualname__), "__init__")
         tx.wrap(init, src).call(tx, [value] + list(args), kwargs)
+    elif init is not object.__init__:
+        # a descriptor or a C __init__: what it does is not modelled
+        raise Unsupported(f"constructing {cls.__qualname__} (its __init__ is a {type(init).__name__})",
+                          kind="unsupported_class_call")
     elif args or kwargs:
         raise Unsupported(f"constructing {cls.__qualname__} with arguments", kind="unsupported_class_call")
     return value
@@ -627,10 +650,10 @@ def iterator_from(tx, it: Value) -> IteratorValue:
         cls = it.python_type()
     except NotImplementedError:
         cls = None
-    if cls is not None and not hasattr(cls, "__next__"):
+    nxt = special_lookup(cls, "__next__") if cls is not None else None
+    if cls is not None and nxt is NO_ATTR:
         tx.raise_python_exception(TypeError(f"iter() returned non-iterator of type '{cls.__name__}'"))
-    if isinstance(it, (NewObjectValue, UserObjectValue)) and \
-            isinstance(getattr(cls, "__next__", None), types.FunctionType):
+    if isinstance(it, (NewObjectValue, UserObjectValue)) and isinstance(nxt, types.FunctionType):
         return UserIteratorValue(it)
     raise Unsupported(f"iter() returned a {it.type_name()}", kind="unsupported_iter")
 

@@ -11,7 +11,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource
+from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const, is_none
 from .exceptions import ExceptionValue  # noqa: F401 - re-exported
@@ -46,6 +46,7 @@ class PythonModuleValue(Value):
         # A module's attributes are its globals: a write made earlier in this
         # trace (``mod.K = 5``, or ``global K`` in one of its functions) is
         # pending in the side-effect table and is what Python would read.
+        _check_namespace_coherent(tx, self.module, name, writing=False)
         pending = tx.side_effects.pending_global(self.module.__dict__, name)
         if pending is not None:
             if pending is DELETED:
@@ -62,11 +63,13 @@ class PythonModuleValue(Value):
     def set_attr(self, tx, name, value):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().set_attr(tx, name, value)
+        _check_namespace_coherent(tx, self.module, name, writing=True)
         tx.side_effects.store_global(self.module.__dict__, name, value)
 
     def del_attr(self, tx, name):
         if type(self.module) is not types.ModuleType or self.source is None:
             super().del_attr(tx, name)
+        _check_namespace_coherent(tx, self.module, name, writing=True)
         self.get_attr(tx, name)  # AttributeError if absent, as Python
         tx.side_effects.delete_global(self.module.__dict__, name)
 
@@ -77,6 +80,20 @@ class PythonModuleValue(Value):
 
     def __repr__(self):
         return f"PythonModuleValue({self.module.__name__})"
+
+
+def _check_namespace_coherent(tx, module, name: str, writing: bool) -> None:
+    """A module's globals are written as pending global writes, while
+    ``module.__dict__`` is a dict value of its own: neither sees the other's
+    changes, so mixing the two in one trace is not modelled."""
+    se = tx.side_effects
+    if name == "__dict__":
+        if se.has_pending_globals(module.__dict__):
+            raise Unsupported(f"reading {module.__name__!r}.__dict__ after writes to its globals",
+                              kind="unsupported_attribute")
+    elif se.dict_view_conflict(module.__dict__, writing):
+        raise Unsupported(f"global {name!r} of a module whose __dict__ the trace holds",
+                          kind="unsupported_attribute")
 
 
 class ClassValue(Value):
@@ -155,36 +172,52 @@ class UserObjectValue(Value):
     def python_type(self):
         return type(self.obj)
 
-    def _instance_dict_value(self, tx):
-        """The dict value of ``obj.__dict__`` if the trace read it as one, else None."""
-        inst_dict = getattr(self.obj, "__dict__", None)
-        return tx.side_effects.existing(inst_dict) if type(inst_dict) is dict else None
-
     def get_attr(self, tx, name):
-        if name == "__dict__" and tx.side_effects.attr_writes.get(self):
-            # its attribute writes are buffered apart: a dict value of the
-            # instance dict would not show them
-            raise Unsupported(f"{type(self.obj).__name__}.__dict__ after attribute writes",
-                              kind="unsupported_attribute")
+        cls = type(self.obj)
+        hook = python_getattribute(cls)
+        if hook is not None:
+            # ``obj.name`` is ``type(obj).__getattribute__(obj, name)``: run it
+            # in the trace (its own ``super().__getattribute__`` reads come back
+            # to ``generic_get_attr``)
+            guard_class_lookup(tx, cls, "__getattribute__", owner_of(cls, "__getattribute__"))
+            if special_lookup(cls, "__getattr__") is not _MISSING:
+                raise Unsupported(f"{cls.__name__}.__getattribute__ with __getattr__", kind="unsupported_attribute")
+            fn = tx.wrap(hook, AttrSource(AttrSource(self.source, "__class__"), "__getattribute__"))
+            return fn.call(tx, [self, const(name)], {})
+        return self.generic_get_attr(tx, name)
+
+    def generic_get_attr(self, tx, name):
+        """``object.__getattribute__(obj, name)``."""
         pending = tx.side_effects.pending_attr(self, name)
         if pending is not None:
             if pending is DELETED:
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
-        if name != "__dict__" and self._instance_dict_value(tx) in tx.side_effects.mutated:
-            # changed through obj.__dict__: attribute reads look at the real object
-            raise Unsupported(f"reading {type(self.obj).__name__}.{name} after writes to its __dict__",
+        self._check_dict_coherent(tx, name, writing=False)
+        return lookup_attr(tx, self, self.obj, name, generic=python_getattribute(type(self.obj)) is not None)
+
+    def _check_dict_coherent(self, tx, name, writing: bool) -> None:
+        """The instance dict and the attributes are one state, modelled twice:
+        attribute writes are pending in the side-effect table, while
+        ``obj.__dict__`` is a dict value of its own.  Neither sees the
+        other's changes, so mixing them in one trace is not modelled."""
+        se = tx.side_effects
+        if name == "__dict__":
+            if se.attr_writes.get(self):
+                raise Unsupported(f"reading {type(self.obj).__name__}.__dict__ after attribute writes",
+                                  kind="unsupported_attribute")
+            return
+        inst_dict = _instance_dict(self.obj)
+        if inst_dict is not None and se.dict_view_conflict(inst_dict, writing):
+            raise Unsupported(f"attribute of a {type(self.obj).__name__} object whose __dict__ the trace holds",
                               kind="unsupported_attribute")
-        return lookup_attr(tx, self, self.obj, name)
 
     def set_attr(self, tx, name, value):
-        if self._instance_dict_value(tx) is not None:
-            raise Unsupported(f"setting {type(self.obj).__name__}.{name} while its __dict__ is held as a dict",
-                              kind="unsupported_setattr")
         if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
+        self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         tx.side_effects.store_attr(self, name, value)
 
@@ -194,20 +227,20 @@ class UserObjectValue(Value):
         if pending is not None and pending is not DELETED:
             check_release(pending)
         elif pending is None:
-            old = getattr(self.obj, "__dict__", {}).get(name)
+            old = (_instance_dict(self.obj) or {}).get(name)
             if old is not None and has_finalizer(old):
                 raise Unsupported(f"replacing {type(self.obj).__name__}.{name}, whose value has a finalizer",
                                   kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
 
     def del_attr(self, tx, name):
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or not hasattr(self.obj, "__dict__") \
-                or self._instance_dict_value(tx) is not None:
+        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or _instance_dict(self.obj) is None:
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
+        self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         se = tx.side_effects
         pending = se.pending_attr(self, name)
-        had = name in self.obj.__dict__
+        had = name in _instance_dict(self.obj)
         _guard_in_dict(tx, AttrSource(self.source, "__dict__"), name, had)
         if pending is DELETED or (pending is None and not had):
             # ``del`` removes an instance attribute; a class attribute does not count
@@ -221,7 +254,9 @@ class UserObjectValue(Value):
     def dunder(self, tx, name: str):
         """``type(obj).name`` bound to this object, if it is a Python function."""
         from .functions import BoundMethodValue
-        fn = getattr(type(self.obj), name, None)
+        cls = type(self.obj)
+        fn = special_lookup(cls, name)  # (not getattr: a descriptor's __get__ would run now)
+        guard_class_lookup(tx, cls, name, owner_of(cls, name))
         if not isinstance(fn, types.FunctionType):
             return None
         return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
@@ -235,11 +270,13 @@ class UserObjectValue(Value):
         method = self.dunder(tx, "__iter__")
         if method is not None:
             return iterator_from(tx, method.call(tx, [], {}))
-        if not hasattr(cls, "__iter__") and self.dunder(tx, "__getitem__") is not None:
+        declared = special_lookup(cls, "__iter__")
+        guard_class_lookup(tx, cls, "__iter__", owner_of(cls, "__iter__"))
+        if declared is NO_ATTR and self.dunder(tx, "__getitem__") is not None:
             # the sequence protocol: obj[0], obj[1], ... until IndexError (len() is not asked)
             from .generators import SequenceIteratorValue
             return SequenceIteratorValue(self)
-        if getattr(cls, "__iter__", None) is None and not hasattr(cls, "__getitem__"):
+        if declared is None or (declared is NO_ATTR and special_lookup(cls, "__getitem__") is NO_ATTR):
             tx.raise_python_exception(TypeError(f"'{cls.__name__}' object is not iterable"))
         raise Unsupported(f"iterating over a {cls.__name__} object", kind="unsupported_iter")
 
@@ -259,7 +296,7 @@ class UserObjectValue(Value):
         return method.call(tx, args, kwargs)
 
     def has_len(self):
-        return hasattr(type(self.obj), "__len__")
+        return special_lookup(type(self.obj), "__len__") is not NO_ATTR
 
     def call_method(self, tx, name, args, kwargs):
         if name == "with_traceback" and isinstance(self.obj, BaseException) and len(args) == 1 and not kwargs \
@@ -295,6 +332,83 @@ def special_lookup(cls: type, name: str):
     return _MISSING
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin types, whose dicts never change
+
+
+def guard_class_lookup(tx, cls: type, name: str, owner=None) -> None:
+    """Guard that ``name`` looked up on ``cls``'s MRO still resolves to
+    ``owner`` (the class whose dict had it at trace time; None: to nothing).
+
+    The MRO is the same tuple (assigning ``__bases__`` makes a new one), and
+    no class before ``owner`` has gained the name since: a lookup the trace
+    did once must not be served stale by a later call."""
+    guards = tx.guards
+    cls_src = ObjectSource(cls, cls.__qualname__)
+    guards.add(Guard("ID_MATCH", AttrSource(cls_src, "__mro__"), cls.__mro__))
+    for klass in cls.__mro__:
+        if klass is owner:
+            break
+        if klass.__flags__ & _IMMUTABLE_TYPE:
+            continue
+        src = cls_src if klass is cls else ObjectSource(klass, klass.__qualname__)
+        guards.add(Guard("DICT_CONTAINS", AttrSource(src, "__dict__"), (name, False)))
+
+
+def owner_of(cls: type, name: str):
+    """The class of ``cls.__mro__`` whose dict holds ``name``, or None."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass
+    return None
+
+
+def python_getattribute(cls: type):
+    """The class's ``__getattribute__`` when it is a Python function whose
+    reads can be traced (the class's ``__class__`` is object's), else None."""
+    fn = special_lookup(cls, "__getattribute__")
+    if isinstance(fn, types.FunctionType) and special_lookup(cls, "__class__") is object.__dict__["__class__"]:
+        return fn
+    return None
+
+
+def intercepts_attribute_reads(cls: type) -> bool:
+    """Whether reading any attribute of a ``cls`` instance runs the program's
+    code: a ``__getattribute__`` not written in C, or a ``__class__`` of its
+    own (which even ``isinstance`` reads).  Such an object is only held by
+    the tracer: touching it with getattr, hasattr or isinstance would run
+    that code at trace time."""
+    getattribute = special_lookup(cls, "__getattribute__")
+    if type(getattribute) is not types.WrapperDescriptorType:
+        return True
+    return special_lookup(cls, "__class__") is not object.__dict__["__class__"]
+
+
+def length_hint(tx, v: Value) -> None:
+    """The ``__len__`` (else ``__length_hint__``) call that ``list(obj)``,
+    ``tuple(obj)`` and ``[*obj]`` make on a user object before iterating it:
+    its result only sizes the buffer, but the call is the program's code."""
+    from ..errors import UserException
+    from .modules import NewObjectValue
+    if not isinstance(v, (UserObjectValue, NewObjectValue)):
+        return
+    cls = v.python_type()
+    for name in ("__len__", "__length_hint__"):
+        if special_lookup(cls, name) is _MISSING:
+            guard_class_lookup(tx, cls, name)
+            continue
+        method = v.dunder(tx, name) if isinstance(v, UserObjectValue) else v._dunder(tx, name)
+        if method is None:
+            raise Unsupported(f"{cls.__name__}.{name} is not a Python function", kind="unsupported_builtin")
+        try:
+            result = method.call(tx, [], {})
+        except UserException:
+            # (a TypeError from __len__ is swallowed, others propagate)
+            raise Unsupported(f"{cls.__name__}.{name} raising while sizing a list", kind="unsupported_builtin")
+        if not (result.is_constant() and type(result.as_constant()) is int and result.as_constant() >= 0):
+            raise Unsupported(f"{cls.__name__}.{name} returning a {result.type_name()}", kind="unsupported_builtin")
+        return
+
+
 def dunder_truth(tx, cls: type, bound) -> bool:
     """``bool(obj)`` for an object of a Python class: ``__bool__`` (which must
     return a bool), else ``__len__`` (checked as by ``len``), else true.
@@ -302,6 +416,7 @@ def dunder_truth(tx, cls: type, bound) -> bool:
     object, or None when it is not a Python function."""
     for name in ("__bool__", "__len__"):
         attr = special_lookup(cls, name)
+        guard_class_lookup(tx, cls, name, owner_of(cls, name))
         if attr is _MISSING:
             continue
         if attr is None:
@@ -349,6 +464,31 @@ def checked_len(tx, result: Value) -> Value:
     return const(n)
 
 
+def _instance_dict(obj):
+    """``obj.__dict__`` when it is the object's plain instance dict, else None.
+
+    Read through the type's own ``__dict__`` descriptor when that is the C
+    one (a ``__dict__`` the class defines would run code at trace time).
+    A dict holding keys that are not strings is not modelled: looking a name
+    up in it may run their ``__eq__``."""
+    desc = special_lookup(type(obj), "__dict__")
+    if desc is _MISSING:
+        return None
+    if type(desc) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        raise Unsupported(f"{type(obj).__name__}.__dict__ is a {type(desc).__name__}", kind="unsupported_attribute")
+    try:
+        d = desc.__get__(obj, type(obj))
+    except AttributeError:
+        return None
+    if type(d) is not dict:
+        return None
+    for k in d:
+        if type(k) is not str:
+            raise Unsupported(f"a {type(obj).__name__} object whose __dict__ has a key that is not a string",
+                              kind="unsupported_attribute")
+    return d
+
+
 def _has_data_descriptor(cls, name) -> bool:
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -372,8 +512,9 @@ def _guard_not_in_dict(tx, dict_source, name: str) -> None:
         tx.guards.add(Guard("DICT_CONTAINS", dict_source, (name, False)))
 
 
-def lookup_attr(tx, value: Value, obj, name: str) -> Value:
-    """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source."""
+def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Value:
+    """Symbolic ``getattr(obj, name)`` for a pre-existing object with a source
+    (``generic``: ``object.__getattribute__``, bypassing the class's own)."""
     from .functions import BoundMethodValue
     cls = type(obj)
     src = value.source
@@ -387,7 +528,7 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
             tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
         fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
         return fget.call(tx, [value], {})
-    inst_dict = getattr(obj, "__dict__", None)
+    inst_dict = _instance_dict(obj)
     if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
         return tx.wrap(inst_dict[name], AttrSource(src, name))
     if inst_dict is not None and class_attr is not None and not hasattr(type(class_attr), "__set__"):
@@ -412,11 +553,14 @@ def lookup_attr(tx, value: Value, obj, name: str) -> Value:
         desc = tx.wrap(class_attr, desc_src)
         get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
         return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
-    if getattr(cls, "__getattr__", None) is not None and class_attr is None and \
-            (inst_dict is None or name not in inst_dict):
-        raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+    if class_attr is None and (inst_dict is None or name not in inst_dict):
+        if special_lookup(cls, "__getattr__") is not _MISSING:
+            raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+        # absent from the class and its bases, and no __getattr__: while that holds
+        guard_class_lookup(tx, cls, name)
+        guard_class_lookup(tx, cls, "__getattr__")
     try:
-        attr = getattr(obj, name)
+        attr = object.__getattribute__(obj, name) if generic else getattr(obj, name)
     except AttributeError as e:
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
