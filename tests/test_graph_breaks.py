@@ -566,3 +566,85 @@ def test_break_inside_an_exception_handler_runs_the_frame_eagerly():
         outs.append(buf.getvalue())
     assert outs[0] == outs[1] == "handling\n"
     assert bytegraph.stats().eager_fallbacks == 1
+
+
+# --- wt-iter: loops resumed after a break walk a real iterator (a dict's
+# values, a ModuleList's modules, an enumerate) that the resumed trace steps
+
+
+def _quiet_break():
+    print("", end="", file=io.StringIO())
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_loop_resumed_after_a_break_in_its_first_iteration_is_traced_to_its_end(n):
+    def f(x, d):
+        try:   # a loop inside try/finally is not outlined: the break stops the frame in the loop
+            for i, v in enumerate(d.values()):
+                x = x + v
+                if i == 0:
+                    _quiet_break()
+                x = x * 2
+        finally:
+            x = x - 1
+        return x
+
+    d = {f"k{i}": torch.ones(3) * i for i in range(n)}
+    x = torch.randn(3)
+    report = bytegraph.explain(f)(x, d)
+    torch.testing.assert_close(report.result, f(x, d))
+    # the graph before the break, and one for the rest of the loop whatever its length
+    # (before: the resumed trace could not step the real enumerate, one more break per iteration)
+    assert report.graph_count == 2
+    assert not [r for r in report.break_reasons if r.kind == "unsupported_iter"]
+    assert report.frames_eager == 0
+
+
+def test_module_list_loop_resumed_after_a_break_in_a_callee_runs_natively():
+    def helper(x):
+        x = x * 2
+        _quiet_break()
+        return x + 1
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.ModuleList([torch.nn.Linear(3, 3) for _ in range(4)])
+
+        def forward(self, x):
+            for layer in self.block:   # iter(self._modules.values()): a dict_valueiterator after the break
+                x = helper(layer(x))
+            return x + 1
+
+    m = M()
+    x = torch.randn(2, 3)
+    report = bytegraph.explain(m)(x)
+    torch.testing.assert_close(report.result, m(x))
+    assert not [r for r in report.break_reasons if r.kind == "unsupported_iter"]
+    assert report.frames_eager == 0
+    # the layers are distinct modules: a graph per layer's body, plus the first and the last
+    assert report.graph_count <= 4 + 2
+
+
+def test_loop_resumed_at_every_iteration_compiles_its_continuation_once():
+    def f(x, d):
+        try:
+            for k, v in d.items():
+                x = x + v
+                _quiet_break()   # every iteration
+                x = x * 2
+        finally:
+            x = x - 1
+        return x
+
+    counts = []
+    for n in (3, 10):
+        bytegraph.reset()
+        d = {f"k{i}": torch.ones(3) * i for i in range(n)}
+        x = torch.randn(3)
+        report = bytegraph.explain(f)(x, d)
+        torch.testing.assert_close(report.result, f(x, d))
+        assert report.frames_eager == 0
+        counts.append(report.graph_count)
+    # not one continuation per position of the iterator: the count does not grow with the loop
+    assert counts[0] == counts[1] <= 4

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import types
+import weakref
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
@@ -131,7 +132,15 @@ def _live_at(frame, index: int):
     if origin is not None and origin.kind == "loop_body":
         # an outlined loop body ends with locals(): every bound local is live
         return frozenset(frame.code.co_varnames)
-    return live_locals(decode(frame.code))[index]
+    live = _LIVE.get(frame.code)
+    if live is None:
+        # (per code object: every break and restart in it asks again)
+        live = _LIVE[frame.code] = live_locals(decode(frame.code))
+    return live[index]
+
+
+#: code object -> live locals at each instruction index
+_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _keeps_alive(v) -> bool:
@@ -144,7 +153,8 @@ def _keeps_alive(v) -> bool:
         return False
     # A class counts as a constant, but while it lives it is in its bases'
     # ``__subclasses__()``, which a later ``__bases__`` assignment walks.
-    return not v.is_constant() or isinstance(v.as_constant(), type)
+    # (its type is enough to tell: an unused str loop variable guards nothing more)
+    return not v.is_constant() or issubclass(v.python_type(), type)
 
 
 class FrameState:
@@ -208,8 +218,10 @@ class BreakEmitter:
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
-        # instr: locals live at any successor (or the handler)
-        names = set()
+        # instr: locals the native instruction reads (a break may land on a
+        # LOAD_FAST, see Frame.break_next), and those live at any successor (or
+        # the handler)
+        names = set(_live_at(root, root.ip))
         for s in self._successors():
             names |= _live_at(root, s)
         ins = root.instrs[root.ip]
@@ -248,10 +260,11 @@ class BreakEmitter:
         cg.load_object(frame.f_globals)
         cg.load_object(None)
         cg.load_object(None)
+        cg.load_object(None)
         for c in cells:
             cg.reconstruct(c)
         cg.emit("BUILD_TUPLE", arg=len(cells))
-        cg.call(5)
+        cg.call(6)
 
     def call_generated(self, frame, code, args_emit, thunk: bool = False) -> None:
         """``runner(fn, *args)``: a generated function, compiled through the
@@ -305,7 +318,7 @@ class BreakEmitter:
         return temps
 
     def call_resume(self, frame, index: int, null_mask, stack_temps, locals_, state_temp=None,
-                    thunk: bool = False, tail: bool = False, exc_levels=()) -> None:
+                    thunk: bool = False, tail: bool = False, exc_levels=(), keep=()) -> None:
         """Call the resume function of ``frame`` at ``index``.  With ``tail``
         (the call's result is returned at once), bytegraph's own temporaries
         and generated parameters are cleared once the arguments are loaded:
@@ -314,7 +327,8 @@ class BreakEmitter:
         ``exc_levels`` (see FrameState) are the handlers it resumes inside:
         their saved previous exceptions are not passed, the resume prologue
         makes them again with ``PUSH_EXC_INFO`` of each exception (passed
-        instead)."""
+        instead).  ``keep``: temporaries a tail call leaves bound (read after
+        it by an exception handler of the transformed code)."""
         cg = self.cg
         local_names = None if state_temp is not None else tuple(n for n, _ in locals_)
         exc_slots = tuple(d for d, _ in exc_levels)
@@ -337,11 +351,11 @@ class BreakEmitter:
                     cg.reconstruct(v)
                 n += len(locals_)
             if tail:
-                self._clear_own_names()
+                self._clear_own_names(keep)
             return n
         self.call_generated(frame, code, args, thunk)
 
-    def _clear_own_names(self) -> None:
+    def _clear_own_names(self, keep=()) -> None:
         """Drop this frame's references before its tail call: the arguments
         moved the live values (and the still-bound dead ones, see
         :func:`_keeps_alive`) into the continuation, which from now on is the
@@ -351,6 +365,8 @@ class BreakEmitter:
         names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
         names += [n for n in code.co_varnames if n not in code.co_cellvars]
         for name in dict.fromkeys(names):
+            if name in keep:
+                continue
             cg.emit("LOAD_CONST", None)
             cg.emit("STORE_FAST", name)
 
@@ -692,7 +708,11 @@ class BreakEmitter:
                         if ins.exn is None:
                             ins.exn = entry
                     self._restore_exc_info(outer_prev)
-                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels)
+                # a tail call: the root frame's own references (its locals, the
+                # temporaries) go, as eager's one frame would hold each object
+                # only once; the exception being handled stays for the cleanup
+                self.call_resume(frame, index, mask, stack_temps, st.locals, exc_levels=levels, tail=True,
+                                 keep=(outer_prev,) if outer_prev is not None else ())
                 cg.emit("RETURN_VALUE")
                 if levels:
                     cg.instrs.append(cleanup)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import sys
 import threading
 import traceback
 import types
@@ -78,12 +79,20 @@ class FrameCache:
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return None
+        if self._warned_limit and len(self._entries) >= config.cache_size_limit:
+            return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
         try:
             code_signature(fn).bind(*args, **kwargs)
         except (TypeError, RecursionError):
             # a bad call raises as the function would; near the recursion
             # limit bytegraph's own frames would not fit: run it as it is
             return None
+        except Exception:
+            # binding uses the builtins too (``iter``): with one deleted it
+            # fails; the frame runs as it is (see _compile)
+            if self._patched(fn):
+                return None
+            raise
         with _COMPILE_LOCK:
             entry = self._lookup(fn, args, kwargs)
             if entry is None:
@@ -112,6 +121,8 @@ class FrameCache:
                 warnings.warn(msg, stacklevel=4)
                 log("recompiles", "%s", msg)
             return _EAGER
+        if self._patched(fn):
+            return _EAGER
         if self._entries:
             STATS.recompiles += 1
             last = self._entries[-1]
@@ -120,15 +131,12 @@ class FrameCache:
                 log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
                     fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
             shapes, ints = last.guard.observed(args, kwargs)
+            # a loop resumed at another iteration: from now on its iterator is
+            # left to run natively rather than compiled once per position
+            self._policy.moving_iterators.update(last.guard.moved_iterators(args, kwargs))
             if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
-        patched = _patched_builtin()
-        if patched is not None:
-            # not sticky: once the builtin is back, the frame compiles again
-            return self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
-                                                   _fn_location(fn), "the frame runs eagerly while it is"),
-                                   sticky=False)
         try:
             entry = compile_frame(fn, args, kwargs, self._backend_name, self._backend, self._fullgraph,
                                   self.closure_param, self._runner_for, self._policy)
@@ -178,6 +186,16 @@ class FrameCache:
 
     def _run_entry(self, entry, fn, args, kwargs):
         return entry.fn(*args, **kwargs)
+
+    def _patched(self, fn) -> bool:
+        """A builtin bytegraph uses is replaced or deleted: ``fn`` runs eagerly
+        this time (not sticky: once the builtin is back, it compiles again)."""
+        patched = _patched_builtin()
+        if patched is None:
+            return False
+        self._fall_back(fn, BreakRecord("patched_builtin", f"builtins.{patched} is replaced or deleted",
+                                        _fn_location(fn), "the frame runs eagerly while it is"), sticky=False)
+        return True
 
     def _runner_for(self, code):
         return runner_for(code, self._backend_name, self._backend)
@@ -243,6 +261,7 @@ class FrameRunner(FrameCache):
     """
 
     closure_param = True
+    _warned_depth = False
 
     def __call__(self, fn, /, *args):
         return self.select(fn, *args)(*args)
@@ -256,6 +275,23 @@ class FrameRunner(FrameCache):
         tuple for the whole call, keeping alive objects the callee frees
         (``del x`` or an exhausted iterator in eager frees them at once).
         """
+        if _deeper_than(sys.getrecursionlimit() // 3):
+            # Continuations nest: each graph break calls the next one from the
+            # frame before, so a loop that cannot be outlined (inside a
+            # try/with block) and breaks every iteration grows the stack by
+            # frames per iteration, where eager runs one frame.  Deep down, the
+            # generated function runs as it is: natively, the rest of its loop
+            # stays in this one frame.
+            if not self._warned_depth:
+                self._warned_depth = True
+                STATS.eager_fallbacks += 1
+                code = fn.__code__
+                rec = BreakRecord("recursion", "continuations nested too deep",
+                                  UserLocation(code.co_filename, code.co_firstlineno, code.co_qualname),
+                                  "the generated function runs natively")
+                log("graph_breaks", "running %s natively: %s", code.co_qualname, rec)
+                emit("fallback", rec)
+            return fn
         cells = fn.__closure__
         for entry in self._entries:
             try:
@@ -276,6 +312,15 @@ class FrameRunner(FrameCache):
 
 
 _RUNNERS: Dict[tuple, FrameRunner] = {}
+
+
+def _deeper_than(n: int) -> bool:
+    """More than ``n`` Python frames are active (a walk of at most ``n`` frames, in C)."""
+    try:
+        sys._getframe(n)
+    except ValueError:
+        return False
+    return True
 
 
 def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> FrameRunner:

@@ -28,6 +28,7 @@ from .values.base import Value
 from .values.cells import CellValue
 from .values.constants import ConstantValue
 from .values.containers import DictValue, ListValue, SetValue
+from .values.real_iterators import ExistingIteratorValue
 from .values.symbolic import SymIntValue
 from .values.tensors import TensorValue
 
@@ -104,6 +105,9 @@ class Codegen:
         #: True while emitting the frame's own continuation after a graph break
         #: (values handed to resume functions, not to the caller or to other objects)
         self.continuation = False
+        #: the side effects have been replayed (``SideEffects.emit_replay``):
+        #: the real objects are in their final state
+        self.replayed = False
         self.instrs: list = []
         self._counts = counts
         self._temps: Dict[int, str] = {}
@@ -232,6 +236,8 @@ class Codegen:
         """Evaluate ``value`` into a temporary now (before any side effect is applied)."""
         if id(value) in self._temps or isinstance(value, ConstantValue) and not value.is_unguarded:
             return
+        if getattr(value, "needs_replayed_container", lambda: False)():
+            return  # an iterator over a container the replay changes: built after it
         if isinstance(value, CellValue) and value.is_root_cell:
             return  # LOAD_CLOSURE reads the frame's own cell: nothing to evaluate early
         if isinstance(value, (TensorValue, SymIntValue)) and value.node in self._tensor_temps:
@@ -274,16 +280,15 @@ class Codegen:
                 self.reconstruct(item)
             self.emit("BUILD_LIST", arg=len(target.items))
         elif isinstance(target, DictValue):
-            entries = target.entries.values()
-            if target.values_only_changed():
-                # only the changed values, written over the same keys (see apply_new_state)
-                entries = [(k, v) for hk, (k, v) in target.entries.items() if v is not target.initial[hk][1]]
-            for k, v in entries:
+            for op in target.key_log:
+                if len(op) > 1:
+                    self.stage_value(op[1])
+            for k, v in target.entries.values():
                 self.reconstruct(k)
                 self.reconstruct(v)
-            self.emit("BUILD_MAP", arg=len(entries))
+            self.emit("BUILD_MAP", arg=len(target.entries))
         elif hasattr(target, "apply_new_state"):
-            return None  # a value that writes its own state (RangeIteratorValue)
+            return None  # a value that writes its own state into the real object
         elif isinstance(target, SetValue):
             # its operations are replayed one by one (apply_new_state): only
             # what they add must be evaluated before other effects
@@ -293,6 +298,8 @@ class Codegen:
                         if isinstance(v, Value):
                             self.stage_value(v)
             return None
+        elif isinstance(target, ExistingIteratorValue):
+            return None  # advanced in place (apply_new_state)
         else:
             raise Unsupported(f"replaying mutation of a {target.type_name()}", kind="internal")
         temp = self.new_temp()
@@ -301,6 +308,9 @@ class Codegen:
 
     def apply_new_state(self, target: Value, temp: str) -> None:
         """Write a staged new state into the real container, in place."""
+        if isinstance(target, ExistingIteratorValue):
+            target.emit_replay(self)
+            return
         if isinstance(target, SetValue):
             # the same operations as eager, so the real table (and with it the
             # iteration order) ends up the same
@@ -317,11 +327,9 @@ class Codegen:
             self.emit("BUILD_SLICE", arg=2)
             self.emit("STORE_SUBSCR")
             return
-        # dict / set: clear, then update, keeping the object and (for dicts) the
-        # new order.  A dict whose keys did not change gets its new values
-        # only: its table stays as it was (an iterator over it made before
-        # keeps its place, an OrderedDict is not "mutated" for its iterators).
-        if not (isinstance(target, DictValue) and target.values_only_changed()):
+        if isinstance(target, DictValue):
+            self._replay_key_ops(target)
+        else:
             self.load_target(target)
             self.call_method("clear", lambda: 0)
             self.emit("POP_TOP")
@@ -332,6 +340,27 @@ class Codegen:
             return 1
         self.call_method("update", push_temp)
         self.emit("POP_TOP")
+
+    def _replay_key_ops(self, target: DictValue) -> None:
+        """The trace's insertions and deletions of keys, one by one as eager
+        made them: the dict's table, holes included, ends up as eager's, so
+        an iterator walking it (one the program holds, made before the
+        trace) continues as it would have.  The values come after, by one
+        ``update`` with the final contents, which moves no key."""
+        for op in target.key_log:
+            if op[0] == "clear":
+                self.load_target(target)
+                self.call_method("clear", lambda: 0)
+                self.emit("POP_TOP")
+            elif op[0] == "ins":
+                self.emit("LOAD_CONST", None)
+                self.load_target(target)
+                self.reconstruct(op[1])
+                self.emit("STORE_SUBSCR")
+            else:
+                self.load_target(target)
+                self.reconstruct(op[1])
+                self.emit("DELETE_SUBSCR")
 
     # -- whole function ------------------------------------------------------------
     def prologue(self) -> None:
@@ -358,7 +387,7 @@ def clear_dead_temps(instrs: list) -> list:
     left alone: a native ``exec`` or ``locals()`` may read the frame.)
     """
     from .bytecode import live_locals
-    live = live_locals(instrs)
+    live = live_locals(instrs, TEMP_PREFIX)
     n = len(instrs)
     index = {id(ins): k for k, ins in enumerate(instrs)}
     out = []

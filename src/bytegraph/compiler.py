@@ -108,6 +108,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         if failure is not None:
             # (outside the except block: nothing the retraces do may see
             # bytegraph's own exception as the one being handled)
+            trace, failure = _leave_resumed_loops_native(trace, failure, fn, args, kwargs, policy, backend_name)
             failure = _outside_open_contexts(trace, failure)
             trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
             plan = plan_break(failure)
@@ -282,6 +283,39 @@ def _outside_open_contexts(trace: Trace, e: Unsupported) -> Unsupported:
                         kind=e.kind, hint=e.hint)
     moved.location, moved.frame, moved.index, moved.step = ctx.location, ctx.frame, ctx.index, ctx.step
     return moved
+
+
+def _leave_resumed_loops_native(trace: Trace, failure: Unsupported, fn, args, kwargs, policy, backend_name):
+    """A break inside a loop over a real iterator the trace stepped (a loop
+    resumed after a break in an earlier iteration): ending the graph there
+    would resume the loop once more at the next position, compiling the
+    same resume function again per iteration.  The frame's policy marks
+    the iterator instead, and the trace is run again: it then breaks at
+    the loop's ``FOR_ITER``, and the loop runs natively (DESIGN.md §8)."""
+    from .values.real_iterators import ExistingIteratorValue
+    root = getattr(failure, "frame", None)
+    while root is not None and root.parent is not None:
+        root = root.parent
+    if root is None or policy is None:
+        return trace, failure
+    names = {v.source.name() for v in root.stack
+             if isinstance(v, ExistingIteratorValue) and v.steps and v.source is not None}
+    names -= policy.moving_iterators
+    if not names:
+        return trace, failure
+    policy.moving_iterators.update(names)
+    retrace = Trace(fn, policy, backend_name)
+    try:
+        retrace.run(args, kwargs)
+    except Unsupported as e:
+        if e.kind not in NO_BREAK_KINDS:
+            return _leave_resumed_loops_native(retrace, e.with_traceback(None), fn, args, kwargs, policy,
+                                               backend_name)
+    except UserException:
+        pass
+    # (not expected: the same path fails where it first steps the iterator)
+    policy.moving_iterators.difference_update(names)
+    return trace, failure
 
 
 def _before_traced_raises(trace: Trace, failure: Unsupported, fn, args, kwargs, policy, backend_name):

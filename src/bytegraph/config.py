@@ -21,6 +21,11 @@ raise_on_error: bool = False
 #: Maximum depth of inlined user calls before the call is treated as unsupported.
 max_inline_depth: int = 64
 
+#: Times one loop may run unrolled in a trace; past it the loop breaks and
+#: runs with its body compiled once (a million-iteration loop would
+#: otherwise take minutes to trace and give a gigantic graph).
+max_loop_iterations: int = 10_000
+
 #: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000
 

@@ -62,6 +62,9 @@ class DynamicPolicy:
         self.ints: Set[str] = set()            # source names of ints made symbolic
         self.seen_shapes: Dict[str, tuple] = {}
         self.seen_ints: Dict[str, int] = {}
+        #: sources of real iterators found at another position than a trace
+        #: guarded (see ``values.real_iterators``): traces leave them unstepped
+        self.moving_iterators: Set[str] = set()
 
     def tensor_dims(self, t: torch.Tensor, source_name: str) -> Set[int]:
         static = getattr(t, _STATIC_ATTR, set())
@@ -73,6 +76,9 @@ class DynamicPolicy:
             dims = set(self.dims.get(source_name, ()))
         dims |= getattr(t, _DYNAMIC_ATTR, set())
         return {d for d in dims if d not in static and d < t.dim()}
+
+    def iterator_moves(self, source_name: str) -> bool:
+        return source_name in self.moving_iterators
 
     def int_is_dynamic(self, source_name: str) -> bool:
         return self.mode is not False and source_name in self.ints

@@ -43,7 +43,6 @@ _PRIORITY = {
     "FUNCTION_MATCH": 1,
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
-    "ITER_STATE": 3,
     "DICT_KEYS": 4,
     "ODICT_KEYS": 4,
     "DICT_CONTAINS": 4,
@@ -128,8 +127,6 @@ class Guard:
             return f"{src} == {e!r}"
         if k == "LEN_MATCH":
             return f"len({src}) == {e}"
-        if k == "ITER_STATE":
-            return f"{src}.__reduce__()[1:] == {e!r}"
         if k == "SET_MATCH":
             return f"{src} == {set(e)!r}"
         if k == "DICT_CONTAINS":
@@ -331,10 +328,14 @@ class CompiledGuard:
         """Shapes of the guarded tensors and values of the guarded root ints for a call
         (what automatic dynamic compares between calls).  Slow path."""
         shapes, ints = {}, {}
+        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if g.kind == "TENSOR_MATCH" or (
+            g.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(g.source))]
+        if not wanted:
+            return shapes, ints  # (no line to read: skip evaluating every guard's setup)
         env = self._env(args, kwargs)
         if env is None:
             return shapes, ints
-        for setup, _cond, guard, value_var in self._lines:
+        for setup, _cond, guard, value_var in self._lines[:wanted[-1] + 1]:
             try:
                 for var, expr in setup:
                     env[var] = eval(expr, env)
@@ -347,6 +348,26 @@ class CompiledGuard:
                     and type(value) is int:
                 ints[guard.source.name()] = value
         return shapes, ints
+
+    def moved_iterators(self, args, kwargs) -> List[str]:
+        """Sources of the real iterators whose position guard fails for this
+        call (a loop resumed at another iteration).  Slow path."""
+        from .sources import IteratorPartSource
+        env = self._env(args, kwargs)
+        out: List[str] = []
+        if env is None:
+            return out
+        for setup, _cond, guard, value_var in self._lines:
+            try:
+                for var, expr in setup:
+                    env[var] = eval(expr, env)
+            except Exception:
+                continue
+            src = guard.source
+            if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
+                    and env.get(value_var) != guard.expected:
+                out.append(src.base.name())
+        return out
 
     def why_failed(self, args, kwargs) -> Optional[str]:
         """Return a description of the first guard that fails for these arguments."""
@@ -719,9 +740,6 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
-    if k == "ITER_STATE":
-        # (after TYPE_MATCH: a range iterator's sequence and position)
-        return f"{e}.__reduce__()[1:] == {bind(g.expected)}"
     if k == "SET_MATCH":
         if _has_numbers(g.expected):
             # {1} == {True}: the elements' types too

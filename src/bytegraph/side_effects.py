@@ -194,6 +194,8 @@ class SideEffects:
                 continue  # live only if reached (see codegen.live_values)
             if kind == "state":
                 roots.extend(target.children())
+                # keys a dict's replay inserts or deletes on the way (see Codegen._replay_key_ops)
+                roots.extend(op[1] for op in getattr(target, "key_log", ()) if len(op) > 1)
             elif kind == "call":
                 roots.extend(payload)
             else:
@@ -224,6 +226,7 @@ class SideEffects:
                 if isinstance(value, Value) and value is not DELETED:
                     cg.stage_value(value)
                 staged.append(None)
+        cg.replayed = False
         for (kind, target, payload), temp in zip(effects, staged):
             if kind == "state":
                 if isinstance(target, CellValue):
@@ -272,6 +275,7 @@ class SideEffects:
                         cg.load_object(target)
                         cg.load_object(name)
                         cg.emit("STORE_SUBSCR")
+        cg.replayed = True
 
 
 def _is_frame_local(value: Value) -> bool:

@@ -24,7 +24,7 @@ from typing import Optional, Tuple
 class Source:
     """Base class.  Sources are immutable and hashable (used as dict keys)."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)
 
     #: The source this one is derived from (None for roots).
     base: Optional["Source"] = None
@@ -49,7 +49,13 @@ class Source:
         return type(self) is type(other) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
+        # sources are immutable, and guard sets and value tables hash long
+        # chains of them (``a.b[0].c``) over and over: hashed once
+        try:
+            return self._hash
+        except AttributeError:
+            h = self._hash = hash((type(self).__name__, self._key()))
+            return h
 
 
 class LocalSource(Source):
@@ -236,6 +242,37 @@ class ItemSource(Source):
         self.base.emit_load(cg)
         cg.load_object(self.key)
         cg.emit("BINARY_SUBSCR")
+
+
+class IteratorPartSource(Source):
+    """What a real iterator ``base`` holds that Python exposes only through
+    helpers: ``part`` is ``"container"`` (the list, tuple, range or dict it
+    walks; None once exhausted) or ``"state"`` (where it is, see
+    ``values.real_iterators.iterator_state``)."""
+
+    __slots__ = ("base", "part")
+
+    def __init__(self, base: Source, part: str):
+        self.base = base
+        self.part = part
+
+    def _key(self):
+        return (self.base, self.part)
+
+    def _helper(self):
+        from .values import real_iterators
+        return real_iterators.iterator_container if self.part == "container" else real_iterators.iterator_state
+
+    def guard_expr(self, base_expr, bind):
+        return f"{bind(self._helper())}({base_expr})"
+
+    def name(self):
+        return f"{self.part} of iterator {self.base.name()}"
+
+    def emit_load(self, cg):
+        cg.push_callable(self._helper())
+        self.base.emit_load(cg)
+        cg.call(1)
 
 
 #: keys an ItemSource spells as literals (others are bound objects)

@@ -110,7 +110,7 @@ def max_stack_depth(instrs, effects=None, index=None) -> int:
     return maxd
 
 
-def live_locals(instrs) -> list:
+def live_locals(instrs, prefix: str = "") -> list:
     """Live-in local variable names at each instruction index.
 
     ``LOAD_FAST`` reads, ``STORE_FAST`` kills, ``DELETE_FAST`` reads then
@@ -118,7 +118,8 @@ def live_locals(instrs) -> list:
     free variables are shared with other frames, so every deref-style op
     counts as a read and none kills.  An instruction covered by an exception
     entry may jump to the handler before it has any effect, so the handler's
-    live set flows in without the kill.
+    live set flows in without the kill.  With ``prefix``, only names starting
+    with it are tracked (the others are never live).
     """
     n = len(instrs)
     index = _index_map(instrs)
@@ -142,7 +143,10 @@ def live_locals(instrs) -> list:
     preds = [[] for _ in range(n)]
     for k, ins in enumerate(instrs):
         op = ins.opname
-        if op in reads or op in cells:
+        if prefix and (op in reads or op in cells or op in writes or op in deletes) \
+                and not ins.argval.startswith(prefix):
+            pass
+        elif op in reads or op in cells:
             gen[k] = bit(ins.argval)
         elif op in writes:
             kill[k] = bit(ins.argval)

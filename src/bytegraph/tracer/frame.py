@@ -99,6 +99,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.yield_ins = None
         #: loop head index -> trace step of its first execution in this frame
         self.head_steps: Dict[int, int] = {}
+        #: loop head index -> times it was reached in this frame (a loop run
+        #: more than ``config.max_loop_iterations`` times is not unrolled)
+        self.head_counts: Dict[int, int] = {}
         #: called straight from a CALL instruction, so its return value is that
         #: instruction's result (a graph break inside can split here)
         self.direct_call = False
@@ -260,8 +263,15 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             ip = self.ip
             if trace.steps == trace.stop_step:
                 raise TraceStopped(self)
-            if ip in heads and ip not in self.head_steps:
-                self.head_steps[ip] = trace.steps
+            long_loop = False
+            if ip in heads:
+                if ip not in self.head_steps:
+                    self.head_steps[ip] = trace.steps
+                n = self.head_counts[ip] = self.head_counts.get(ip, 0) + 1
+                # only where the break can take the whole loop (its body
+                # outlined): in the root frame, outside try/with blocks; a
+                # break elsewhere would split once per remaining iteration
+                long_loop = n > config.max_loop_iterations and self.parent is None and instrs[ip].exn is None
             ins = instrs[ip]
             self.ip = ip + 1
             self.step = trace.steps
@@ -269,6 +279,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             handler = dispatch.get(ins.opname, _unsupported_opcode)
             if self.break_next is not None:
                 handler = _raise_pending
+            elif long_loop:
+                handler = _long_loop
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -318,6 +330,11 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         out = self.stack[-n:]
         del self.stack[-n:]
         return out
+
+
+def _long_loop(frame, ins):
+    raise Unsupported(f"a loop runs more than {config.max_loop_iterations} times in one trace",
+                      kind="long_loop", hint="the loop runs with its body compiled once, not unrolled")
 
 
 def _raise_pending(frame, ins):

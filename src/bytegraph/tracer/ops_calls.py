@@ -69,8 +69,7 @@ class CallOps:
         flags = ins.arg
         code = self.stack.pop().as_constant()
         closure = self.stack.pop() if flags & 0x08 else None
-        if flags & 0x04:
-            self.stack.pop()  # annotations: not needed to run the function
+        annotations = self.stack.pop() if flags & 0x04 else None
         kwdefaults = self.stack.pop() if flags & 0x02 else None
         defaults = self.stack.pop() if flags & 0x01 else None
         cells = []
@@ -83,7 +82,7 @@ class CallOps:
         if kwdefaults is not None and not isinstance(kwdefaults, DictValue):
             raise Unsupported("keyword defaults that are not a dict", kind="internal")
         fn = NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells, code.co_qualname)
-        fn.annotated = bool(flags & 0x04)
+        fn.annotations = annotations
         self.stack.append(fn)
 
     # -- generators (a frame paused at each yield, see GeneratorValue) ------------

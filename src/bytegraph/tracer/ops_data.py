@@ -89,37 +89,49 @@ class DataOps:
 
     # The container these build is usually new, but after a graph break it is
     # a pre-existing object handed to a resume function: always note the mutation.
+    def _built(self, ins, cls, popped=1):
+        """The container a LIST_APPEND/SET_ADD/MAP_ADD... adds to.  After a
+        break it is a pre-existing object the resume function was handed,
+        which the builder may not have been able to model (a set of objects
+        with their own ``__eq__``): then the add runs natively."""
+        target = self.stack[-ins.arg - popped]  # (peeked before the operands are popped)
+        if not isinstance(target, cls):
+            raise Unsupported(f"adding to a {target.type_name()} the tracer does not model",
+                              kind="unsupported_container")
+        return target
+
     def LIST_APPEND(self, ins):
+        target = self._built(ins, ListValue)
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
         self.side_effects.mutate(target)
         target.items.append(v)
 
     def SET_ADD(self, ins):
-        v = self.stack.pop()
-        self.stack[-ins.arg].add(self, v)
+        target = self._built(ins, SetValue)
+        target.add(self, self.stack.pop())
 
     def MAP_ADD(self, ins):
+        target = self._built(ins, DictValue, popped=2)
         value = self.stack.pop()
         key = self.stack.pop()
-        target = self.stack[-ins.arg]
-        target.store(self, key, value)
+        # an equal key already there keeps its key object, as PyDict_SetItem does
+        target.setitem(self, key, value)
 
     def LIST_EXTEND(self, ins):
+        target = self._built(ins, ListValue)
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
         from ..values.objects import length_hint
         length_hint(self, v)
         self.side_effects.mutate(target)
         target.items.extend(v.unpack(self))
 
     def SET_UPDATE(self, ins):
-        v = self.stack.pop()
-        self.stack[-ins.arg].update_from(self, v)
+        target = self._built(ins, SetValue)
+        target.update_from(self, self.stack.pop())
 
     def DICT_UPDATE(self, ins):
+        target = self._built(ins, DictValue)
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
         if not isinstance(v, DictValue):
             raise Unsupported(f"dict update from a {v.type_name()}", kind="unsupported_dict")
         self.side_effects.mutate(target)
@@ -127,8 +139,8 @@ class DataOps:
             target.put(k, value)
 
     def DICT_MERGE(self, ins):
+        target = self._built(ins, DictValue)
         v = self.stack.pop()
-        target = self.stack[-ins.arg]
         if not isinstance(v, DictValue):
             raise Unsupported(f"** from a {v.type_name()}", kind="unsupported_dict")
         for k in v.entries:
@@ -174,13 +186,20 @@ class DataOps:
         from ..values.builtins_table import BUILTIN_HANDLERS
         self.stack.append(BUILTIN_HANDLERS[len](self, [self.stack[-1]], {}))
 
+    # CPython decides these by the type's Py_TPFLAGS_SEQUENCE / Py_TPFLAGS_MAPPING bits (set on the
+    # abc's registered classes and inherited along the MRO's first such base), not by issubclass
+    # against the abc's: a class deriving from both a mapping and a sequence matches only as the one
+    # whose flag it inherited, and an abc-registered class matches without inheriting.
+    _TPFLAGS_SEQUENCE = 1 << 5
+    _TPFLAGS_MAPPING = 1 << 6
+
     def MATCH_SEQUENCE(self, ins):
         t = self.stack[-1].python_type()
-        self.stack.append(const(issubclass(t, collections.abc.Sequence)
-                                and not issubclass(t, (str, bytes, bytearray))))
+        self.stack.append(const(bool(t.__flags__ & self._TPFLAGS_SEQUENCE)))
 
     def MATCH_MAPPING(self, ins):
-        self.stack.append(const(issubclass(self.stack[-1].python_type(), collections.abc.Mapping)))
+        t = self.stack[-1].python_type()
+        self.stack.append(const(bool(t.__flags__ & self._TPFLAGS_MAPPING)))
 
     def MATCH_KEYS(self, ins):
         keys = self.stack[-1].unpack(self)

@@ -13,7 +13,7 @@ import sys
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import (BuiltinSource, GlobalSource, ItemSource, LocalSource, ObjectSource, RootCellSource)
-from ..values.base import NULL, has_finalizer
+from ..values.base import NULL, finalizer_reachable, has_finalizer
 from ..values.cells import CellValue, EMPTY
 from ..values.objects import DELETED, PythonModuleValue
 
@@ -55,12 +55,13 @@ class LocalOps:
         if name.startswith("___bg_"):
             return  # a generated prologue moving an argument onto the stack drops nothing
         old = self.locals.get(name)
-        real = old.real_object() if old is not None else None
-        if real is None and name in self.unrealized:
-            real = (self.unrealized[name][0],)
-        if real is not None and has_finalizer(real[0]):
+        obj = finalizer_reachable(old) if old is not None else None
+        if obj is None and old is None and name in self.unrealized \
+                and has_finalizer(self.unrealized[name][0]):
+            obj = self.unrealized[name][0]
+        if obj is not None:
             self.break_next = Unsupported(
-                f"dropping a reference to a {type(real[0]).__qualname__} object, which has a finalizer",
+                f"dropping a reference to a {type(obj).__qualname__} object, which has a finalizer",
                 kind="finalizer", hint="the code after it runs natively, where the finalizer runs on time")
 
     # -- cells -----------------------------------------------------------------
@@ -137,6 +138,15 @@ class LocalOps:
             self.raise_python_exception(NameError(f"name '{name}' is not defined"))
         cache[key] = value
         return value
+
+    def LOAD_BUILD_CLASS(self, ins):
+        # ``__build_class__`` from the frame's builtins (never its globals); the
+        # call of it then runs natively (a class body is not traced), in one break
+        builtins = self.f_builtins
+        if "__build_class__" not in builtins:
+            self.raise_python_exception(NameError("__build_class__ not found"))
+        source = ItemSource(ObjectSource(builtins, "builtins"), "__build_class__")
+        self.stack.append(self.wrap(builtins["__build_class__"], source))
 
     def LOAD_GLOBAL(self, ins):
         if ins.arg is not None and ins.arg & 1:

@@ -241,11 +241,42 @@ def check_release(value: Optional[Value]) -> None:
     write breaks and runs natively."""
     if value is None:
         return
-    real = value.real_object()
-    if real is None or not has_finalizer(real[0]):
+    obj = finalizer_reachable(value)
+    if obj is None:
         return
-    raise Unsupported(f"dropping a reference to a {type(real[0]).__qualname__} object, which has a finalizer",
+    raise Unsupported(f"dropping a reference to a {type(obj).__qualname__} object, which has a finalizer",
                       kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
+
+
+#: values a release check walks at most; past it, dropping is assumed to run code
+_MAX_RELEASE_WALK = 10_000
+
+
+def finalizer_reachable(value: Value):
+    """A real object with a finalizer that dropping a reference to ``value``
+    may free, else None: ``value``'s own object, or, for an object made in
+    the trace (a list, a dict, a tuple, a closure...), one it holds: eager
+    frees the made object, and with it what only it held, at the drop."""
+    stack, seen, n = [value], set(), 0
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        n += 1
+        if n > _MAX_RELEASE_WALK:
+            return v  # (too big to check: as if it had one)
+        if v.is_constant():
+            continue  # an immutable constant (reading it would guard it)
+        real = v.real_object()
+        if real is not None:
+            if has_finalizer(real[0]):
+                return real[0]
+            if v.source is not None:
+                continue  # pre-existing: held where it was read
+        if v.source is None:
+            stack.extend(c for c in v.children() if c is not None)
+    return None
 
 
 def has_finalizer(obj) -> bool:

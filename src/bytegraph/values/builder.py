@@ -13,6 +13,7 @@ import enum
 import functools
 import os
 import inspect
+import sys
 import types
 import weakref
 from typing import Optional
@@ -29,7 +30,7 @@ from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTuple
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
                       python_getattribute)
-from .iterators import RANGE_ITERATOR, RangeIteratorValue
+from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -112,6 +113,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         value.real = obj if source is not None else None
         return value
     if t in (dict, collections.OrderedDict, collections.defaultdict):
+        if t is dict and _is_module_dict(obj):
+            # (a module's globals handed around, e.g. to exec: every entry
+            # wrapped and the keys guarded, on every frame it reaches, and any
+            # new global anywhere in the module a recompile)
+            return _opaque_container(tx, obj, source, "a module's __dict__", "unsupported_dict")
         if len(obj) > MAX_WRAPPED_DICT:
             # (sys.modules, a registry): wrapping and guarding every entry would
             # cost more than running its use natively
@@ -146,7 +152,6 @@ def wrap(tx, obj, source: Source | None) -> Value:
             else:
                 key = _identity_key_value(tx, k)
                 value.entries[key_of(key)] = (key, wrap(tx, v, _item(source, k)))
-        value.initial = dict(value.entries)
         return value
     if t in (set, frozenset):
         if len(obj) > MAX_WRAPPED_DICT:
@@ -168,14 +173,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t is range:
         _id_or_const(guards, source, obj)
         return RangeValue(obj)
-    if t is RANGE_ITERATOR and source is not None:
-        # its range and position are read without advancing it
-        _, (rng,), index = obj.__reduce__()
-        guards.add(Guard("TYPE_MATCH", source, t))
-        guards.add(Guard("ITER_STATE", source, ((rng,), index)))
-        value = RangeIteratorValue(rng, index, source)
-        se.track_existing(obj, value)
-        return value
+    if source is not None and t in REAL_ITERATOR_TYPES:
+        # e.g. a for loop's iterator carried across a graph break
+        return wrap_real_iterator(tx, obj, source)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -230,6 +230,15 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 _MODULE_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+
+
+def _is_module_dict(d: dict) -> bool:
+    """``d`` is the ``__dict__`` of the module it names (read without running user code)."""
+    name = dict.get(d, "__name__")
+    if type(name) is not str:
+        return False
+    module = sys.modules.get(name)
+    return module is not None and getattr(module, "__dict__", None) is d
 
 
 def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
@@ -465,11 +474,18 @@ _SKIPPED_MODULES = {
     "warnings": ("warnings", "warnings run natively between graphs"),
 }
 _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess", "socket", "asyncio", "os", "sys",
-                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback")
+                     "time", "random", "io", "pickle", "tempfile", "shutil", "pdb", "traceback", "dataclasses")
 
 
-#: pure classes of skipped modules whose methods are inlined after all
-_INLINED_LIBRARY_CLASSES = {"contextlib": ("nullcontext.", "suppress.")}
+#: pure classes and functions of skipped modules that are inlined after all.
+#: (``dataclasses``: making a dataclass generates its methods with ``exec``
+#: and sets them on the class, some fifty graph breaks per class; it runs
+#: natively as one call.  The helpers that read an instance are inlined.)
+_INLINED_LIBRARY_CLASSES = {
+    "contextlib": ("nullcontext.", "suppress."),
+    "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
+                    "is_dataclass", "_is_dataclass_instance"),
+}
 
 
 def _skipped_module(fn):

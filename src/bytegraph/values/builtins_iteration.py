@@ -179,6 +179,16 @@ def _items_with_keys(tx, iterable: Value, key):
 
 def _reduce_minmax(fn):
     def handler(tx, args, kwargs):
+        # CPython's checks, in its order, before anything is pulled
+        if not args:
+            tx.raise_python_exception(TypeError(f"{fn.__name__} expected at least 1 argument, got 0"))
+        for k in kwargs:
+            if k not in ("key", "default"):
+                tx.raise_python_exception(TypeError(f"'{k}' is an invalid keyword argument for {fn.__name__}()"))
+        if len(args) > 1 and "default" in kwargs:
+            tx.raise_python_exception(TypeError(f"Cannot specify a default for {fn.__name__}() with multiple "
+                                                "positional arguments"))
+        kwargs = dict(kwargs)
         key = kwargs.pop("key", None)
         if key is not None and is_none(key):
             key = None

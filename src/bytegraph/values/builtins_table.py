@@ -25,7 +25,7 @@ from ..errors import Unsupported, UserException
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
-                         RangeValue, SetValue, SliceValue, TupleValue, str_key)
+                         RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
@@ -165,6 +165,17 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
     return _type_check(tx, t, cls)
 
 
+#: ``__getattribute__`` slots whose ``obj.__class__`` is ``type(obj)``: the
+#: builtin types' own (each static type that sets the slot has a wrapper in
+#: its dict: object's, int's, str's...; type's finds the metaclass's data
+#: descriptors first; super's answers its own class for ``__class__``) and
+#: module's.  (A weakref proxy's, which answers the referent's class, is not
+#: a builtin name.)
+_GENERIC_GETATTRIBUTE = frozenset(
+    t.__dict__["__getattribute__"] for t in [*vars(__import__("builtins")).values(), types.ModuleType]
+    if isinstance(t, type) and "__getattribute__" in t.__dict__)
+
+
 def _has_bases(obj):
     """``hasattr(obj, "__bases__")``, as isinstance asks it of a non-class;
     None (not known) when the read would run the program's code."""
@@ -184,7 +195,7 @@ def _type_check(tx, t: type, cls) -> bool:
         tx.raise_python_exception(e)
     from .objects import special_lookup
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
-            special_lookup(t, "__getattribute__") is not object.__dict__["__getattribute__"]:
+            special_lookup(t, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
         # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
         # wrapper object on every access, never ``object``'s by identity)
         raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
@@ -242,8 +253,28 @@ def _abs(tx, args, kwargs):
         graph_call(tx, "call_function", torch.abs, args, {})
 
 
+def _attr_name(tx, v: Value) -> str:
+    """The attribute name ``v`` given to getattr/hasattr/setattr/delattr, or
+    CPython's TypeError for a name that is not a string."""
+    if not v.is_constant():
+        try:
+            t = v.python_type()
+        except NotImplementedError:
+            t = str
+        if not issubclass(t, str):
+            tx.raise_python_exception(TypeError(f"attribute name must be string, not '{t.__name__}'"))
+        raise Unsupported("an attribute name that is not a constant", kind="unsupported_builtin")
+    name = v.as_constant()
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        # a str subclass: its own __eq__/__hash__ take part in the lookup
+        raise Unsupported("an attribute name of a str subclass", kind="unsupported_builtin")
+    tx.raise_python_exception(TypeError(f"attribute name must be string, not '{type(name).__name__}'"))
+
+
 def _getattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     if len(args) == 3:
         try:
             return obj.get_attr(tx, name)
@@ -255,7 +286,7 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
-    obj, name = args[0], args[1].as_constant()
+    obj, name = args[0], _attr_name(tx, args[1])
     try:
         obj.get_attr(tx, name)
     except UserException as e:
@@ -266,12 +297,12 @@ def _hasattr(tx, args, kwargs):
 
 
 def _setattr(tx, args, kwargs):
-    args[0].set_attr(tx, args[1].as_constant(), args[2])
+    args[0].set_attr(tx, _attr_name(tx, args[1]), args[2])
     return NONE
 
 
 def _delattr(tx, args, kwargs):
-    args[0].del_attr(tx, args[1].as_constant())
+    args[0].del_attr(tx, _attr_name(tx, args[1]))
     return NONE
 
 
@@ -472,7 +503,7 @@ def _divmod(tx, args, kwargs):
 
 
 def _pow(tx, args, kwargs):
-    if len(args) == 2:
+    if len(args) == 2 and not kwargs:
         return binary_op(tx, operator.pow, args[0], args[1])
     return _constant_fn(pow)(tx, args, kwargs)
 
@@ -552,24 +583,33 @@ class SetGradEnabledValue(GradModeValue):
         return NONE
 
 
+def _namedtuple_new(cls):
+    """The ``__new__`` that ``collections.namedtuple`` generated, when calling
+    ``cls`` runs just it (no ``__new__`` or ``__init__`` of a subclass, no
+    metaclass ``__call__``); else None."""
+    if type(cls) is not type or not issubclass(cls, tuple) or not hasattr(cls, "_fields"):
+        return None
+    new = cls.__new__
+    if not isinstance(new, types.FunctionType) or cls.__init__ is not object.__init__:
+        return None
+    g = new.__globals__
+    if g.get("_tuple_new") is not tuple.__new__ or not str(g.get("__name__", "")).startswith("namedtuple_"):
+        return None
+    return new
+
+
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
-    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        fields = cls._fields
-        defaults = getattr(cls, "_field_defaults", {})
-        if all_constant(args) and all_constant(kwargs.values()):
-            return const(cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()}))
-        items = list(args) + [None] * (len(fields) - len(args))
-        for i, f in enumerate(fields):
-            if f in kwargs:
-                items[i] = kwargs[f]
-            elif items[i] is None:
-                if f not in defaults:
-                    tx.raise_python_exception(TypeError(f"missing argument {f!r}"))
-                items[i] = tx.wrap(defaults[f], None)
-        return NamedTupleValue(items, cls)
+    new = _namedtuple_new(cls)
+    if new is not None:
+        # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
+        # False), its arguments bound by the generated ``__new__``'s own
+        # signature (its errors, its defaults)
+        from .functions import UserFunctionValue
+        bound = UserFunctionValue(new).bind(tx, [ClassValue(cls)] + list(args), dict(kwargs))
+        return NamedTupleValue([bound[f] for f in cls._fields], cls)
     if isinstance(cls, type) and cls.__module__ not in ("builtins",) and (
             not cls.__module__.startswith("torch") or cls in (torch.nn.ModuleList, torch.nn.Sequential)):
         from .modules import construct_user_object
@@ -781,6 +821,11 @@ for _fn in set(BINARY_OP_FUNCS):
     BUILTIN_HANDLERS[_fn] = _operator_binary(_fn)
 for _op, _fn in COMPARE_FUNCS.items():
     BUILTIN_HANDLERS[_fn] = _operator_compare(_op)
+# Alternate constructors of exact immutable builtin types: functions of their
+# arguments only (bound methods hash and compare by their type, no user code)
+for _cls, _name in ((float, "fromhex"), (int, "from_bytes"), (bytes, "fromhex"), (str, "maketrans"),
+                    (bytes, "maketrans")):
+    BUILTIN_HANDLERS[getattr(_cls, _name)] = _constant_fn(getattr(_cls, _name))
 for _name in dir(math):
     _obj = getattr(math, _name)
     if callable(_obj):

@@ -50,7 +50,13 @@ class ConstantValue(Value):
         return self._pending_guard is not None
 
     def python_type(self):
-        return type(self.value)
+        pending = self._pending_guard
+        if pending is not None:
+            # asking for the type alone needs only the type to hold, not the value
+            # (an unused loop variable must not make the capture one per key)
+            from ..guards import Guard
+            pending[0].add(Guard("TYPE_MATCH", self.source, type(self._value)))
+        return type(self._value)
 
     def is_constant(self):
         return True

@@ -322,8 +322,10 @@ def check_arity(tx, handler, real_method, args, kwargs) -> None:
 
 
 def _same(tx, a: Value, b: Value) -> bool:
-    from .operators import compare
-    return compare(tx, "==", a, b).truth(tx)
+    """``PyObject_RichCompareBool(a, b, Py_EQ)``: identity first, then ``==``
+    (so a NaN is found in a list holding that very NaN)."""
+    from .operators import compare, same_object
+    return same_object(tx, a, b) or compare(tx, "==", a, b).truth(tx)
 
 
 def _index(tx, items, value, start=None, stop=None, what="list") -> int:
@@ -443,26 +445,36 @@ class DictValue(Value):
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
     insertion order (an OrderedDict's order: one whose order differs from its
     dict's, or that dict's own methods put out of step, is not modelled); a
-    defaultdict's ``default_factory`` fills missing keys.  ``version`` counts
-    keys added and removed (what tells an iterator its dict was mutated).
-    The methods each class has are in ``dict_methods``.
+    defaultdict's ``default_factory`` fills missing keys.  The methods each
+    class has are in ``dict_methods``.
+
+    ``key_log`` lists the insertions and deletions of keys made in the
+    trace, in order (``("ins", key)``, ``("del", key)``, ``("clear",)``).
+    While it is empty every entry is where it was in the dict's table, which
+    iterators over the dict rely on (see ``iterators.DictIteratorValue``);
+    a pre-existing dict replays these operations, so its table (and a live
+    iterator's walk over it) ends up as eager's, holes included.
     """
 
-    __slots__ = ("entries", "cls", "default_factory", "version", "initial")
+    __slots__ = ("entries", "cls", "default_factory", "key_log")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
         self.entries: Dict[object, tuple] = dict(entries or {})
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
-        self.version = 0
-        #: the entries of a pre-existing dict as the trace found them
-        self.initial: Optional[Dict[object, tuple]] = None
+        self.key_log: List[tuple] = []
 
-    def values_only_changed(self) -> bool:
-        """A pre-existing dict whose keys (and their order) are as they were:
-        no key was added or removed, at most values were written."""
-        return self.initial is not None and self.version == 0 and list(self.entries) == list(self.initial)
+    @property
+    def key_ops(self) -> int:
+        return len(self.key_log)
+
+    @property
+    def od_state(self) -> int:
+        """The keys added and removed one by one (an OrderedDict's
+        ``od_state``: its ``clear`` leaves it alone, so its iterators then
+        report a change of size, not a mutation)."""
+        return sum(op[0] != "clear" for op in self.key_log)
 
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
@@ -518,7 +530,7 @@ class DictValue(Value):
         hk = key_of(key)
         old = self.entries.get(hk)
         if old is None:
-            self.version += 1
+            self.key_log.append(("ins", key))
             self.entries[hk] = (key, value)
         else:
             self.entries[hk] = (old[0], value)
@@ -545,7 +557,7 @@ class DictValue(Value):
         check_release(old[1])
         tx.side_effects.mutate(self)
         del self.entries[hk]
-        self.version += 1
+        self.key_log.append(("del", old[0]))
 
     def get_attr(self, tx, name):
         if name == "default_factory" and self.cls is collections.defaultdict:
@@ -654,8 +666,8 @@ class RangeValue(Value):
         return [const(i) for i in self.value]
 
     def get_iter(self, tx):
-        from .iterators import sequence_iterator
-        return sequence_iterator(self, self.unpack(tx), self.value)
+        from .iterators import NewRangeIteratorValue
+        return NewRangeIteratorValue(self)
 
     def get_attr(self, tx, name):
         if name in ("start", "stop", "step"):

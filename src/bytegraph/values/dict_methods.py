@@ -73,9 +73,9 @@ def _clear(tx, d, /):
         check_release(k)
         check_release(v)
     tx.side_effects.mutate(d)
+    if d.entries:
+        d.key_log.append(("clear",))
     d.entries.clear()
-    # (no change of ``version``: an OrderedDict's clear leaves its state
-    # counter alone, so its iterators report a change of size, not a mutation)
     return NONE
 
 
@@ -120,7 +120,7 @@ def _pop_impl(tx, d, key, default):
     check_release(hit[0])
     tx.side_effects.mutate(d)
     del d.entries[hk]
-    d.version += 1
+    d.key_log.append(("del", hit[0]))
     return hit[1]
 
 
@@ -138,7 +138,7 @@ def _popitem_impl(tx, d, last: bool, empty_message: str):
     tx.side_effects.mutate(d)
     hk = next(reversed(d.entries)) if last else next(iter(d.entries))
     k, v = d.entries.pop(hk)
-    d.version += 1
+    d.key_log.append(("del", k))
     return TupleValue([k, v])
 
 
@@ -164,53 +164,90 @@ def _update(tx, d, /, *args, **kwargs):
 def update_from(tx, d: DictValue, other, ordered_rules: bool) -> None:
     """Merge ``other`` (a mapping, or an iterable of pairs) into ``d``, as
     ``dict.update`` (or, with ``ordered_rules``, ``OrderedDict.update``)
-    does.  Pairs are read one at a time: a generator producing them sees
-    the entries added before it."""
+    does, in CPython's order: a mapping is read by ``keys()`` then
+    ``other[key]``; anything else is iterated pair by pair, each pair stored
+    before the next is pulled (so an error midway leaves the pairs before it
+    stored, and a generator producing them sees the entries added before)."""
     if isinstance(other, DictValue):
+        # dict, OrderedDict, defaultdict: their keys() and [] run no user code
         for k, v in list(other.entries.values()):
             d.put(k, v)
         return
-    if _has_keys(other):
-        # a mapping: Python reads other.keys() and other[key], never pairs
+    if _has_keys(tx, other):
         from .operators import getitem
         for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
-            d.put(k, getitem(tx, other, k))
+            d.setitem(tx, k, getitem(tx, other, k))
         return
+    from .. import config
     from .generators import iterate
     it = iterate(tx, other)
-    i = 0
-    while (pair := it.next(tx)) is not None:
-        if pair.is_constant() and not _iterable(pair.as_constant()):
-            tx.raise_python_exception(
-                TypeError(f"'{type(pair.as_constant()).__name__}' object is not iterable") if ordered_rules
-                else TypeError(f"cannot convert dictionary update sequence element #{i} to a sequence"))
-        items = pair.unpack(tx)
-        if len(items) != 2:
-            n = len(items)
-            if not ordered_rules:
-                tx.raise_python_exception(ValueError(
-                    f"dictionary update sequence element #{i} has length {n}; 2 is required"))
-            if n > 2:
-                tx.raise_python_exception(ValueError("too many values to unpack (expected 2)"))
-            raise Unsupported("OrderedDict.update() with a pair of fewer than 2 items", kind="unsupported_method")
-        d.put(items[0], items[1])
-        i += 1
+    n = 0
+    while (item := it.next(tx)) is not None:
+        pair = _ordered_pair(tx, item) if ordered_rules else _dict_pair(tx, item, n)
+        d.setitem(tx, pair[0], pair[1])
+        n += 1
+        if n > config.max_generator_items:
+            raise Unsupported("dict.update() from an endless iterator", kind="generator")
 
 
-def _iterable(obj) -> bool:
+def _dict_pair(tx, item, n: int):
+    """A pair as ``dict.update`` reads it: the whole item as a sequence."""
+    from .containers import ListValue
+    from .generators import iterate
+    if type(item) in (ListValue, TupleValue) and item.python_type() in (list, tuple):
+        pair = list(item.items)
+    else:
+        try:
+            pair = iterate(tx, item).unpack(tx)
+        except UserException as e:
+            if not issubclass(e.value.python_type(), TypeError):
+                raise
+            tx.raise_python_exception(TypeError(
+                f"cannot convert dictionary update sequence element #{n} to a sequence"))
+    if len(pair) != 2:
+        tx.raise_python_exception(ValueError(
+            f"dictionary update sequence element #{n} has length {len(pair)}; 2 is required"))
+    return pair
+
+
+def _ordered_pair(tx, item):
+    """A pair as ``OrderedDict.update`` reads it: at most three items pulled
+    from the item's iterator (its TypeError as it is)."""
+    from .generators import iterate
+    it = iterate(tx, item)
+    pair = []
+    while len(pair) < 3 and (v := it.next(tx)) is not None:
+        pair.append(v)
+    if len(pair) == 3:
+        tx.raise_python_exception(ValueError("too many values to unpack (expected 2)"))
+    if len(pair) < 2:
+        tx.raise_python_exception(ValueError(
+            f"need more than {len(pair)} value{'s' if not pair else ''} to unpack"))
+    return pair
+
+
+def _has_keys(tx, v) -> bool:
+    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping: CPython
+    looks the attribute ``keys`` up on the object itself, so an instance
+    attribute (or a ``__getattr__`` answer) counts too."""
     try:
-        iter(obj)
-    except TypeError:
-        return False
+        t = v.python_type()
+    except NotImplementedError:
+        raise Unsupported(f"dict.update() from a {type(v).__name__}", kind="unsupported_method") from None
+    if hasattr(t, "keys"):
+        return True
+    if not (t.__flags__ & _HEAPTYPE) and not t.__dictoffset__:
+        return False  # a builtin type whose instances have no attributes of their own
+    try:
+        v.get_attr(tx, "keys")
+    except UserException as e:
+        if issubclass(e.value.python_type(), AttributeError):
+            return False
+        raise
     return True
 
 
-def _has_keys(v) -> bool:
-    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping (it has ``keys``)."""
-    try:
-        return hasattr(v.python_type(), "keys")
-    except NotImplementedError:
-        return False
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 def _real_type_error(tx, d: DictValue, name: str, args, kwargs):
@@ -278,7 +315,7 @@ def dict_equal(tx, a: DictValue, b: DictValue, equal_values) -> Optional[bool]:
     if set(a.entries) != set(b.entries):
         return False
     for k, (_, v) in a.entries.items():
-        e = equal_values(tx, v, b.entries[k][1])
+        e = equal_values(tx, v, b.entries[k][1], item=True)  # (an item is first compared by identity)
         if e is not True:
             return e
     if is_ordered(a) and is_ordered(b):

@@ -24,11 +24,19 @@ def dir_(tx, args, kwargs):
 
 
 def vars_(tx, args, kwargs):
+    if kwargs:
+        tx.raise_python_exception(TypeError("vars() takes no keyword arguments"))
     if not args and not kwargs:
         return locals_(tx, args, kwargs)  # vars() is locals()
     if len(args) == 1 and not kwargs:
-        return args[0].get_attr(tx, "__dict__")
-    tx.raise_python_exception(TypeError("vars expected at most 1 argument"))
+        from ..errors import UserException
+        try:
+            return args[0].get_attr(tx, "__dict__")
+        except UserException as e:
+            if not issubclass(e.value.python_type(), AttributeError):
+                raise
+        tx.raise_python_exception(TypeError("vars() argument must have __dict__ attribute"))
+    tx.raise_python_exception(TypeError(f"vars expected at most 1 argument, got {len(args)}"))
 
 
 def locals_(tx, args, kwargs):

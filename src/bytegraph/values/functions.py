@@ -27,7 +27,10 @@ def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kw
     """Bind call arguments to the parameters of ``code`` as CPython does.
 
     Returns a mapping of parameter name to value; raises the same
-    ``TypeError`` as Python (as a symbolic user exception) on a bad call.
+    ``TypeError`` as Python (as a symbolic user exception) on a bad call:
+    the checks run in CPython's order (keywords, then the positional count,
+    then missing positional, then missing keyword-only arguments) with its
+    messages; ``fn_name`` is the function's ``__qualname__``.
     """
     names = code.co_varnames
     n_pos = code.co_argcount
@@ -44,9 +47,6 @@ def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kw
     if has_varargs:
         out[names[idx]] = TupleValue(list(extra))
         idx += 1
-    elif extra:
-        tx.raise_python_exception(TypeError(
-            f"{fn_name}() takes {n_pos} positional arguments but {len(args)} were given"))
     varkw: Optional[DictValue] = None
     if has_varkw:
         varkw = DictValue()
@@ -60,21 +60,54 @@ def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kw
         elif varkw is not None:
             varkw.entries[str_key(key)] = (const(key), value)
         else:
+            posonly = [n for n in names[:n_posonly] if n in kwargs]
+            if posonly:
+                tx.raise_python_exception(TypeError(
+                    f"{fn_name}() got some positional-only arguments passed as keyword arguments: "
+                    f"'{', '.join(posonly)}'"))
             tx.raise_python_exception(TypeError(f"{fn_name}() got an unexpected keyword argument '{key}'"))
+    if extra and not has_varargs:
+        kwonly_given = sum(1 for n in names[n_pos:n_pos + n_kwonly] if n in out)
+        if n_defaults:
+            sig, plural = f"from {n_pos - n_defaults} to {n_pos}", True
+        else:
+            sig, plural = str(n_pos), n_pos != 1
+        given = len(args)
+        kwonly_sig = (f" positional argument{'s' if given != 1 else ''} (and {kwonly_given} keyword-only "
+                      f"argument{'s' if kwonly_given != 1 else ''})" if kwonly_given else "")
+        tx.raise_python_exception(TypeError(
+            f"{fn_name}() takes {sig} positional argument{'s' if plural else ''} but {given}{kwonly_sig} "
+            f"{'was' if given == 1 and not kwonly_given else 'were'} given"))
     first_default = n_pos - n_defaults
-    for i, name in enumerate(pos_names):
+    missing = [name for name in pos_names[:first_default] if name not in out]
+    if missing:
+        tx.raise_python_exception(TypeError(_missing_message(fn_name, "positional", missing)))
+    for i, name in enumerate(pos_names[first_default:]):
         if name not in out:
-            if i >= first_default:
-                out[name] = default_at(i - first_default)
-            else:
-                tx.raise_python_exception(TypeError(f"{fn_name}() missing required positional argument: '{name}'"))
+            out[name] = default_at(i)
+    missing = []
     for name in names[n_pos:n_pos + n_kwonly]:
         if name not in out:
             d = kwdefault_of(name)
             if d is None:
-                tx.raise_python_exception(TypeError(f"{fn_name}() missing required keyword-only argument: '{name}'"))
-            out[name] = d
+                missing.append(name)
+            else:
+                out[name] = d
+    if missing:
+        tx.raise_python_exception(TypeError(_missing_message(fn_name, "keyword-only", missing)))
     return out
+
+
+def _missing_message(fn_name: str, kind: str, names: List[str]) -> str:
+    """CPython's ``format_missing``: the names repr'd, joined in English."""
+    names = [repr(n) for n in names]
+    if len(names) == 1:
+        text = names[0]
+    elif len(names) == 2:
+        text = f"{names[0]} and {names[1]}"
+    else:
+        text = ", ".join(names[:-2]) + f", {names[-2]}, and {names[-1]}"
+    return f"{fn_name}() missing {len(names)} required {kind} argument{'' if len(names) == 1 else 's'}: {text}"
 
 
 #: the functions behind ``nn.Module.__call__``
@@ -160,7 +193,7 @@ class UserFunctionValue(Value):
             s = ItemSource(AttrSource(src, "__kwdefaults__"), name) if src is not None else None
             return tx.wrap(kwd[name], s)
 
-        return bind_arguments(tx, fn.__code__, fn.__name__, args, kwargs, default_at, kwdefault_of, len(defaults))
+        return bind_arguments(tx, fn.__code__, fn.__qualname__, args, kwargs, default_at, kwdefault_of, len(defaults))
 
     def __repr__(self):
         return f"UserFunctionValue({self.fn.__qualname__})"
@@ -177,7 +210,7 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotated")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotations")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -190,8 +223,10 @@ class NestedFunctionValue(Value):
         self.qualname = qualname
         #: attributes set on the function during the trace (functools.wraps, fn.tag = ...)
         self.attrs: Dict[str, Value] = {}
-        #: made with annotations (MAKE_FUNCTION drops them; __annotations__ is then not modelled)
-        self.annotated = False
+        #: MAKE_FUNCTION's annotations: a tuple value of (name, annotation) pairs
+        #: flattened, or None.  CPython turns it into the ``__annotations__``
+        #: dict on first access; so does get_attr (the dict then lives in attrs).
+        self.annotations: Optional[Value] = None
 
     def python_type(self):
         return types.FunctionType
@@ -210,8 +245,15 @@ class NestedFunctionValue(Value):
         if name == "__doc__":
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
-        if name == "__annotations__" and not self.annotated:
-            return DictValue()
+        if name == "__annotations__":
+            # made once, on first access, and the same dict ever after (edits to it stay)
+            d = DictValue()
+            if self.annotations is not None:
+                pairs = self.annotations.unpack(tx)
+                for i in range(0, len(pairs), 2):
+                    d.setitem(tx, pairs[i], pairs[i + 1])
+            self.attrs[name] = d
+            return d
         return super().get_attr(tx, name)
 
     def set_attr(self, tx, name, value):
@@ -228,10 +270,15 @@ class NestedFunctionValue(Value):
             hit = self.kwdefaults.entries.get(str_key(name))
             return hit[1] if hit else None
 
-        bound = bind_arguments(tx, self.code, self.code.co_name, args, kwargs,
+        bound = bind_arguments(tx, self.code, self._qualname(), args, kwargs,
                                lambda i: defaults[i], kwdefault_of, len(defaults))
         return tx.inline_call(self.code, self.f_globals, self.closure, bound, self.code.co_name,
                               (self, list(args), dict(kwargs)))
+
+    def _qualname(self) -> str:
+        """What CPython names the function in its argument errors (a set ``__qualname__`` too)."""
+        q = self.attrs.get("__qualname__")
+        return q.as_constant() if q is not None and q.is_constant() else self.qualname
 
     def children(self):
         out = list(self.closure)
@@ -239,6 +286,8 @@ class NestedFunctionValue(Value):
             out.append(self.defaults)
         if self.kwdefaults is not None:
             out.append(self.kwdefaults)
+        if self.annotations is not None:
+            out.append(self.annotations)
         out.extend(self.attrs.values())  # set on the function by reconstruct
         return out
 
@@ -259,6 +308,9 @@ class NestedFunctionValue(Value):
             if self.kwdefaults is not None:
                 cg.reconstruct(self.kwdefaults)
                 flags |= 0x02
+            if self._pending_annotations():
+                cg.reconstruct(self.annotations)
+                flags |= 0x04
             if self.closure:
                 for cell in self.closure:
                     cg.reconstruct(cell)
@@ -271,7 +323,7 @@ class NestedFunctionValue(Value):
         cg.push_callable(_make_function)
         cg.load_object(self.code)
         cg.load_object(self.f_globals)
-        for part in (self.defaults, self.kwdefaults):
+        for part in (self.defaults, self.kwdefaults, self.annotations if self._pending_annotations() else None):
             if part is None:
                 cg.load_object(None)
             else:
@@ -279,15 +331,22 @@ class NestedFunctionValue(Value):
         for cell in self.closure:
             cg.reconstruct(cell)
         cg.emit("BUILD_TUPLE", arg=len(self.closure))
-        cg.call(5)
+        cg.call(6)
+
+    def _pending_annotations(self) -> bool:
+        """Annotations to give MAKE_FUNCTION: not once read as a dict (that dict is stored after)."""
+        return self.annotations is not None and "__annotations__" not in self.attrs
 
     def __repr__(self):
         return f"NestedFunctionValue({self.qualname})"
 
 
-def _make_function(code, f_globals, defaults, kwdefaults, closure):
+def _make_function(code, f_globals, defaults, kwdefaults, annotations, closure):
     fn = types.FunctionType(code, f_globals, code.co_name, defaults, closure or None)
     fn.__kwdefaults__ = kwdefaults
+    if annotations is not None:
+        # MAKE_FUNCTION's flat (name, value, ...) tuple, as the dict CPython makes of it
+        fn.__annotations__ = dict(zip(annotations[::2], annotations[1::2]))
     fn.__qualname__ = code.co_qualname
     return fn
 
@@ -327,6 +386,42 @@ class BoundMethodValue(Value):
         cg.call(2)
 
 
+@functools.lru_cache(maxsize=None)
+def _text_signature(fn) -> Optional[inspect.Signature]:
+    """The signature a C function declares (Argument Clinic), or None."""
+    if type(fn) is not types.BuiltinFunctionType:
+        return None
+    try:
+        return inspect.signature(fn)
+    except (ValueError, TypeError):
+        return None
+
+
+def check_builtin_call(tx, fn, args, kwargs) -> None:
+    """CPython's TypeError for a call of C function ``fn`` that does not fit
+    its declared signature (too few or many arguments, an unknown keyword),
+    raised before any handler looks at the arguments, as the C code parses
+    them before doing anything."""
+    sig = _text_signature(fn)
+    if sig is None:
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError:
+        pass
+    else:
+        return
+    # The exact message is CPython's own: the parser rejects a call with as
+    # many placeholders before the function runs
+    try:
+        fn(*[None] * len(args), **{k: None for k in kwargs})
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    except Exception:  # noqa: BLE001 - the parser accepted it after all
+        pass
+    raise Unsupported(f"a call of {fn.__name__}() that its signature does not describe", kind="unsupported_builtin")
+
+
 class BuiltinValue(Value):
     """A builtin or library function bytegraph knows how to model (``len``,
     ``isinstance``, ``operator.add``, ``math.sqrt``, ...).
@@ -356,11 +451,19 @@ class BuiltinValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
+        check_builtin_call(tx, self.fn, args, kwargs)
         return self.handler(tx, list(args), kwargs)
 
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.fn, name))
+        if type(self.fn) is type and name in vars(self.fn):
+            # a builtin type's own method that is a modelled builtin itself (int.from_bytes)
+            from .builtins_table import builtin_handler
+            attr = getattr(self.fn, name)
+            handler = builtin_handler(attr)
+            if handler is not None:
+                return BuiltinValue(attr, handler)
         return super().get_attr(tx, name)
 
     def reconstruct(self, cg):
@@ -464,9 +567,6 @@ class WrapsValue(Value):
                               kind="unsupported_call")
         wrapper, wrapped = args[0], self.wrapped
         if isinstance(wrapped, NestedFunctionValue):
-            if wrapped.annotated:
-                raise Unsupported("functools.wraps of an annotated function made in the trace",
-                                  kind="unsupported_call")
             extra = dict(wrapped.attrs)
         elif isinstance(wrapped, UserFunctionValue):
             src = wrapped.source

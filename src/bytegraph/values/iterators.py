@@ -7,7 +7,6 @@ import collections
 from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
-from .constants import const
 from .containers import IteratorValue, TupleValue
 
 if TYPE_CHECKING:
@@ -116,6 +115,32 @@ def exhausted_iterator(empty):
     return it
 
 
+class NewRangeIteratorValue(SequenceIteratorAtValue):
+    """``iter(r)`` for a range value: each item is made when it is pulled, so
+    ``zip(short, range(2**30))`` or a loop that breaks early costs only the
+    items it takes.  Reconstructs like the other sequence iterators."""
+
+    __slots__ = ("range",)
+
+    def __init__(self, seq):
+        super().__init__([], seq, type(iter(range(0))), range(0))
+        self.range = seq.value
+
+    def next(self, tx):
+        from .constants import const
+        if self.done or self.pos >= len(self.range):
+            self.done = True
+            return None
+        self.pos += 1
+        return const(self.range[self.pos - 1])
+
+    def unpack(self, tx):
+        from .constants import const
+        out = [] if self.done else [const(i) for i in self.range[self.pos:]]
+        self.pos, self.done = len(self.range), True
+        return out
+
+
 def sequence_iterator(seq, items, real) -> IteratorValue:
     """The iterator value of immutable sequence value ``seq`` (standing for ``real``, or a tuple)."""
     return SequenceIteratorAtValue(items, seq, type(iter(real)), type(real)() if not isinstance(real, range)
@@ -167,23 +192,28 @@ def list_reversed_at(lst: list, index: int):
 
 
 class SizedIteratorValue(_SteppedIterator):
-    """An iterator over a dict (its keys, values or items: ``kind``) or a
-    set (``kind="set"``): like Python's, it raises ``RuntimeError`` when the
-    container changed size under it.  Reconstructs as a real iterator of the
-    rebuilt container advanced to the same position."""
+    """An iterator over a set (``kind="set"``): like Python's, it raises
+    ``RuntimeError`` when the set changed size under it.  Reconstructs as a
+    real iterator of the rebuilt set advanced to the same position."""
 
-    __slots__ = ("container", "size_of", "what", "size", "kind", "done", "version_of", "version")
+    __slots__ = ("container", "size_of", "what", "size", "kind", "done", "shape")
 
     def __init__(self, items, container, size_of, what: str, kind: str = "keys"):
         super().__init__(items)
         self.container, self.size_of, self.what, self.kind = container, size_of, what, kind
         self.size = size_of()
         self.done = False
-        #: the container's count of elements added and removed, if it keeps one
-        self.version_of, self.version = None, None
+        self.shape = self._shape()
+
+    def _shape(self):
+        """What must not change under the iterator besides its size: the
+        set's count of elements added and removed (one removed and another
+        added leave the size as it was, and CPython then walks a table the
+        items snapshot does not describe)."""
+        return getattr(self.container, "version", None)
 
     def python_type(self):
-        return type(iter(set())) if self.kind == "set" else type(iter(getattr({}, self.kind)()))
+        return type(iter(set()))
 
     def next(self, tx):
         if self.done:
@@ -192,11 +222,9 @@ class SizedIteratorValue(_SteppedIterator):
             self.size = -1  # stays broken, as a real iterator does
             what = "Set" if self.what == "set" else self.what  # (CPython's capital)
             tx.raise_python_exception(RuntimeError(f"{what} changed size during iteration"))
-        if self.version_of is not None and self.version_of() != self.version:
-            # elements added and removed, the size kept: where the real
-            # iterator goes on depends on the hash table's layout
-            raise Unsupported(f"iterating a {self.what} whose elements changed without a change of size",
-                              kind="unsupported_iter")
+        if self._shape() != self.shape:
+            raise Unsupported(f"iterating a {self.what} whose elements were replaced during the iteration",
+                              kind="unsupported_iter", hint="CPython then follows its hash table's holes")
         v = super().next(tx)
         if v is None:
             self.done = True  # exhausted: it no longer looks at its container
@@ -206,9 +234,12 @@ class SizedIteratorValue(_SteppedIterator):
         return (self.container,)
 
     def reconstruct(self, cg):
-        if not self.done and (self.size_of() != self.size or
-                              self.version_of is not None and self.version_of() != self.version):
-            raise Unsupported(f"an iterator over a {self.what} that changed size gets out of the trace",
+        if not self.done and (self.size_of() != self.size or self._shape() != self.shape):
+            raise Unsupported(f"an iterator over a {self.what} that changed gets out of the trace",
+                              kind="unreconstructable", hint="the frame runs eagerly")
+        if not self.done and getattr(self.container, "existing", None) is not None and self.container.recipe:
+            # rebuilt before the replay changes the real set, it would walk its table as it was
+            raise Unsupported(f"an iterator over a pre-existing {self.what} the trace changed gets out of the trace",
                               kind="unreconstructable", hint="the frame runs eagerly")
         cg.push_callable(container_iterator_at)
         cg.reconstruct(self.container)
@@ -217,27 +248,15 @@ class SizedIteratorValue(_SteppedIterator):
         cg.call(3)
 
 
-def container_iterator_at(container, kind: str, pos: int):
-    """A real iterator over ``container`` (a dict's ``kind`` view, or a set)
-    that has yielded ``pos`` items (-1: exhausted)."""
-    it = iter(container) if kind in ("set", "keys") else iter(getattr(container, kind)())
-    if pos < 0:
-        for _ in it:
-            pass
-        return it
-    for _ in range(pos):
-        next(it)
-    return it
-
-
 class DictIteratorValue(_SteppedIterator):
     """``iter()`` (or ``reversed()``: ``reverse``) of a dict value or of one of
-    its views (``kind``: keys, values or items).  Each step reads the dict as
-    it is then (a value written meanwhile is seen), with CPython's checks:
+    its views (``kind``: keys, values or items).  Like CPython's, each step
+    reads the entry at the iterator's position in the dict as it is then (a
+    value replaced in the loop is seen), with CPython's checks:
 
-    - a plain dict's iterator raises once the dict changed size, and keeps
-      raising; keys added and removed without a change of size leave it
-      wherever the dict's table layout says: not modelled;
+    - a plain dict's iterator raises ``RuntimeError`` once the dict changed
+      size, and keeps raising; keys inserted and deleted leaving the size as
+      it was (CPython then follows its table's holes) are not modelled;
     - an OrderedDict's iterator is done once it has yielded its last key;
       before that, it raises "mutated" once keys were added or removed
       (and is then done), or "changed size" (sticky).
@@ -245,30 +264,36 @@ class DictIteratorValue(_SteppedIterator):
     Reconstructs as a real iterator of the rebuilt dict at the same position.
     """
 
-    __slots__ = ("d", "kind", "reverse", "order", "size", "version", "done")
+    __slots__ = ("dict_value", "kind", "reverse", "size", "key_ops", "state", "order", "done")
 
-    def __init__(self, d, kind: str, reverse: bool = False):
+    def __init__(self, dict_value, kind: str, pos: int = 0, size: int = None, reverse: bool = False):
         super().__init__([])
-        self.d, self.kind, self.reverse = d, kind, reverse
-        self.order = list(reversed(d.entries) if reverse else d.entries)
-        self.size, self.version = len(d.entries), d.version
+        self.dict_value, self.kind, self.reverse, self.pos = dict_value, kind, reverse, pos
+        #: the dict's size when the iterator was made (CPython's di_used); -1: broken for good
+        self.size = len(dict_value.entries) if size is None else size
+        self.key_ops, self.state = dict_value.key_ops, dict_value.od_state
+        #: the keys in the order it walks them (fixed while ``key_ops`` does not move)
+        self.order = list(reversed(dict_value.entries) if reverse else dict_value.entries)
         self.done = False
 
     def python_type(self):
-        return _dict_iterator_type(self.d.cls, self.kind, self.reverse)
+        return _dict_iterator_type(self.dict_value.cls, self.kind, self.reverse)
 
     def _ordered(self) -> bool:
-        return issubclass(self.d.cls, collections.OrderedDict)
+        return issubclass(self.dict_value.cls, collections.OrderedDict)
+
+    def _keys_moved(self) -> bool:
+        return self.dict_value.key_ops != self.key_ops
 
     def next(self, tx):
         if self.done:
             return None
-        d = self.d
+        d = self.dict_value
         if self._ordered():
             if self.pos >= len(self.order):
                 self.done = True  # (its next key is none: it looks at nothing more)
                 return None
-            if d.version != self.version:
+            if d.od_state != self.state:
                 self.done = True
                 tx.raise_python_exception(RuntimeError("OrderedDict mutated during iteration"))
             if len(d.entries) != self.size:
@@ -278,36 +303,42 @@ class DictIteratorValue(_SteppedIterator):
             if len(d.entries) != self.size:
                 self.size = -1  # stays broken, as a real iterator does
                 tx.raise_python_exception(RuntimeError("dictionary changed size during iteration"))
-            if d.version != self.version:
-                raise Unsupported("iterating a dict whose keys changed without a change of size",
-                                  kind="unsupported_iter")
+            if self._keys_moved():
+                raise Unsupported("iterating a dict whose keys were replaced during the iteration",
+                                  kind="unsupported_iter", hint="CPython then follows its hash table's holes")
             if self.pos >= len(self.order):
-                self.done = True
+                self.done = True  # exhausted: it no longer looks at its dict
                 return None
         k, v = d.entries[self.order[self.pos]]
         self.pos += 1
         return k if self.kind == "keys" else v if self.kind == "values" else TupleValue([k, v])
 
+    def needs_replayed_container(self) -> bool:
+        """Whether it must be rebuilt after the side effects are replayed: its
+        dict is a pre-existing one whose keys the trace inserted or deleted
+        (``Codegen.stage_value`` leaves it to the continuation)."""
+        return not self.done and self.dict_value.source is not None and bool(self.dict_value.key_log)
+
     def children(self):
-        return () if self.done else (self.d,)
+        return () if self.done else (self.dict_value,)
 
     def reconstruct(self, cg):
-        if self.done:
-            cg.push_callable(dict_iterator_at)
-            cg.load_object(self.d.cls)
-            cg.load_object(self.kind)
-            cg.load_object(self.reverse)
-            cg.load_object(-1)
-            cg.call(4)
-            return
-        if len(self.d.entries) != self.size or self.d.version != self.version:
-            raise Unsupported("an iterator over a dict changed under it gets out of the trace",
+        if not self.done and (self.size != len(self.dict_value.entries) or self._keys_moved()):
+            raise Unsupported("an iterator over a dict that changed during the iteration gets out of the trace",
                               kind="unreconstructable", hint="the frame runs eagerly")
+        if self.needs_replayed_container() and not cg.replayed:
+            # rebuilt before the replay inserts and deletes the keys, it would
+            # walk the real dict's table as it was, not as eager's iterator does
+            raise Unsupported("an iterator over a pre-existing dict whose keys the trace changed gets out of the "
+                              "trace", kind="unreconstructable", hint="the frame runs eagerly")
         cg.push_callable(dict_iterator_at)
-        cg.reconstruct(self.d)
+        if self.done:
+            cg.load_object(self.dict_value.cls)  # (an exhausted iterator no longer refers to its dict)
+        else:
+            cg.reconstruct(self.dict_value)
         cg.load_object(self.kind)
         cg.load_object(self.reverse)
-        cg.load_object(self.pos)
+        cg.load_object(-1 if self.done else self.pos)
         cg.call(4)
 
 
@@ -331,44 +362,14 @@ def dict_iterator_at(d, kind: str, reverse: bool, pos: int):
     return it
 
 
-RANGE_ITERATOR = type(iter(range(0)))
-
-
-class RangeIteratorValue(_SteppedIterator):
-    """A range iterator that existed before the trace (e.g. the iterator of a
-    ``for`` loop a resume function starts inside).  Its range and position
-    are guarded; each step yields the next int.  Advancing it changes a
-    pre-existing object: after the graph the real iterator is moved to the
-    new position (``__setstate__``), so it stays the same object."""
-
-    __slots__ = ("rng", "index")
-
-    def __init__(self, rng: range, index: int, source):
-        super().__init__([])
-        self.source = source
-        self.rng = rng
-        self.index = index
-
-    def python_type(self):
-        return RANGE_ITERATOR
-
-    def next(self, tx):
-        if self.index >= len(self.rng):
-            return None
-        v = const(self.rng[self.index])
-        self.index += 1
-        tx.side_effects.mutate(self)
-        return v
-
-    def children(self):
-        return ()
-
-    def apply_new_state(self, cg) -> None:
-        """Move the real iterator to this value's position."""
-        cg.load_target(self)
-
-        def position():
-            cg.load_object(min(self.index, len(self.rng)))
-            return 1
-        cg.call_method("__setstate__", position)
-        cg.emit("POP_TOP")
+def container_iterator_at(container, kind: str, pos: int):
+    """A real iterator over set ``container`` (``kind``: "set") that has
+    yielded ``pos`` items (-1: exhausted)."""
+    it = iter(container)
+    if pos < 0:
+        for _ in it:
+            pass
+        return it
+    for _ in range(pos):
+        next(it)
+    return it

@@ -243,6 +243,8 @@ def _set_op(tx, fn, plain, a: Value, b: Value) -> Value:
     elements = {k: merged[k] for k in merged if k in keys}
     if fn is not plain and not sa.frozen and sa is a:
         tx.side_effects.mutate(a)
+        if elements.keys() != a.elements.keys():
+            a.version += 1  # (what its iterators check besides its size)
         a.elements = elements
         return a
     out = SetValue([], frozen=sa.frozen)
@@ -276,7 +278,7 @@ def same_object(tx, a: Value, b: Value) -> bool:
     if ra is not None and rb is not None and type(ra[0]) is not type(rb[0]):
         return False  # objects of two types (each guarded where it was read)
     if ra is not None and rb is not None and a.source is not None and b.source is not None \
-            and not isinstance(a, ConstantValue) and not isinstance(b, ConstantValue):
+            and not (isinstance(a, ConstantValue) and _identity_follows_value(ra[0])):
         # two objects read from two places: the answer holds while those
         # places alias (or not) the same way; their identities may change
         from ..guards import Guard
@@ -290,6 +292,16 @@ def same_object(tx, a: Value, b: Value) -> bool:
     return False
 
 
+def _identity_follows_value(c) -> bool:
+    """Equal constants of ``c``'s type are one object (singletons, bools, the
+    cached small ints), so guards on the values already decide ``is``.  Other
+    constants read from two places (two equal floats or strings) may or may
+    not be one object: that takes a guard on the places."""
+    if c is None or c is Ellipsis or c is NotImplemented or type(c) is bool:
+        return True
+    return type(c) is int and -5 <= c <= 256
+
+
 def _guard_identity(tx, v: Value) -> None:
     """An ``is`` answer about a pre-existing object holds for that very object:
     objects guarded by type or by parts (user objects, stateless modules,
@@ -300,7 +312,8 @@ def _guard_identity(tx, v: Value) -> None:
 
 
 def _real(v: Value):
-    if isinstance(v, (BaseListValue, DictValue, SetValue, DictViewValue)) and not isinstance(v, TupleValue):
+    if isinstance(v, (BaseListValue, DictValue, DictViewValue)) and not isinstance(v, TupleValue) \
+            or isinstance(v, SetValue) and not v.frozen:
         # one real container is one value (side-effect table): ``a is b`` already said it
         return None
     return v.real_object()
@@ -329,11 +342,16 @@ def _seq_key(tx, v: BaseListValue):
     return tuple(x.as_constant() for x in v.items)
 
 
-def _equal(tx, a: Value, b: Value):
-    """Structural equality where it can be decided at trace time, else None."""
+def _equal(tx, a: Value, b: Value, item: bool = False):
+    """Structural equality where it can be decided at trace time, else None.
+
+    ``item``: the comparison of two items inside containers (``in``,
+    ``count``, ``index``, container ``==``), which is CPython's
+    ``PyObject_RichCompareBool``: one object is equal to itself there, even
+    a NaN; a top-level ``==`` asks the object (``nan == nan`` is false)."""
     if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
         return compare(tx, "==", a, b).truth(tx)
-    if same_object(tx, a, b) and not (a.is_constant() and isinstance(a.as_constant(), float)):
+    if same_object(tx, a, b) and (item or not (a.is_constant() and isinstance(a.as_constant(), (float, complex)))):
         return True
     if a.is_constant() and b.is_constant():
         return a.as_constant() == b.as_constant()
@@ -348,7 +366,7 @@ def _equal(tx, a: Value, b: Value):
         if len(ia) != len(ib):
             return False
         for x, y in zip(ia, ib):
-            e = _equal(tx, x, y)
+            e = _equal(tx, x, y, item=True)
             if e is not True:
                 return e
         return True
@@ -404,9 +422,10 @@ def contains(tx, container: Value, item: Value) -> bool:
             return True
         if isinstance(v, TensorValue) or isinstance(item, TensorValue):
             raise Unsupported("`in` compares a tensor with ==, which reads tensor values", kind="data_dependent")
-        if _equal(tx, v, item) is True:
+        eq = _equal(tx, v, item, item=True)
+        if eq is True:
             return True
-        if _equal(tx, v, item) is None:
+        if eq is None:
             raise Unsupported(f"`in` comparison of {item.type_name()} and {v.type_name()}",
                               kind="unsupported_operator")
     return False

@@ -73,6 +73,14 @@ class SetValue(Value):
     def python_type(self):
         return frozenset if self.frozen else set
 
+    def real_object(self):
+        # a pre-existing frozenset is not in the side-effect table (nothing to
+        # replay on it), so one object read through two paths is two values:
+        # ``is`` must compare the real objects
+        if self.frozen and self.existing is not None:
+            return (self.existing,)
+        return None
+
     def has_len(self):
         return True
 
@@ -111,10 +119,7 @@ class SetValue(Value):
 
     def get_iter(self, tx):
         from .iterators import SizedIteratorValue
-        it = SizedIteratorValue(self.ordered(), self, lambda: len(self.elements), "set", "set")
-        it.version_of = lambda: self.version
-        it.version = self.version
-        return it
+        return SizedIteratorValue(self.ordered(), self, lambda: len(self.elements), "set", "set")
 
     def unpack(self, tx):
         return self.ordered()
