@@ -4157,3 +4157,62 @@ def test_set_iterators_notice_changes_as_cpython_does():
     for op in ("grow", "swap"):
         eager, compiled, _, _ = run_both(f, op)
         assert compiled == eager
+
+
+# ---------------------------------------------------------------------------
+# attribute reads that run the program's code are traced or refused, never
+# run at trace time (CPython test_dataclasses test_getting_field_calls_get: a
+# Mock as a descriptor's __get__ was called three times for one read)
+
+
+def test_descriptor_whose_get_is_a_callable_object_runs_once():
+    from unittest.mock import Mock
+
+    def f():
+        class D:
+            pass
+        D.__set__ = Mock()  # a data descriptor: it wins over the instance dict
+        D.__get__ = Mock(return_value=7)
+
+        class C:
+            i = D()
+        c = C()
+        D.__get__.reset_mock()  # (breaks: the read below is in a resume function)
+        value = c.i
+        return value, D.__get__.call_count
+
+    assert assert_same_clean(f) == ("ok", (7, 1))
+
+
+_CLASS_READS = []
+
+
+class _LoggingDescriptor:
+    def __get__(self, obj, cls):
+        _CLASS_READS.append(("get", obj is None))
+        return 42
+
+
+class _LoggingMeta(type):
+    def __getattr__(cls, name):
+        _CLASS_READS.append(("meta", name))
+        return name.upper()
+
+
+class _WithClassHooks(metaclass=_LoggingMeta):
+    i = _LoggingDescriptor()
+    x = 1
+
+
+def test_class_attribute_reads_call_python_descriptors_and_metaclass_getattr_once():
+    def f():
+        _CLASS_READS.clear()
+        a = _WithClassHooks.i
+        _WithClassHooks.x = 5
+        b = _WithClassHooks.x
+        c = _WithClassHooks.zzz
+        _WithClassHooks.x = 1
+        return a, b, c, list(_CLASS_READS)
+
+    for _ in range(2):  # the second call runs the cached code and its guards
+        assert assert_same_clean(f) == ("ok", (42, 5, "ZZZ", [("get", True), ("meta", "zzz")]))

@@ -124,12 +124,38 @@ class ClassValue(Value):
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.cls, name))
+        self._check_lookup_runs_no_code(tx, name)
         try:
             attr = getattr(self.cls, name)
         except AttributeError as e:
             tx.raise_python_exception(e)
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(attr, src)
+
+    def _check_lookup_runs_no_code(self, tx, name) -> None:
+        """``type.__getattribute__(cls, name)`` may call a descriptor's
+        ``__get__`` or the metaclass's ``__getattr__``: when that is the
+        program's code, reading it now would run it at trace time (and again
+        in every guard check), so it is traced or refused instead."""
+        cls, meta = self.cls, type(self.cls)
+        if special_lookup(meta, "__getattribute__") is not type.__dict__["__getattribute__"]:
+            raise Unsupported(f"a class whose metaclass {meta.__name__} defines __getattribute__",
+                              kind="unsupported_attribute")
+        meta_attr = special_lookup(meta, name)
+        if meta_attr is not _MISSING and _runs_code_on_get(meta_attr):
+            raise Unsupported(f"{meta.__name__}.{name}, a descriptor written in Python", kind="unsupported_attribute")
+        try:
+            class_attr = special_lookup(cls, name)
+        except (AttributeError, TypeError):
+            return  # not a class with an MRO (rare metaclass tricks): getattr decides
+        if class_attr is not _MISSING:
+            if _runs_code_on_get(class_attr):
+                raise Unsupported(f"{cls.__name__}.{name}, a descriptor whose __get__ is written in Python",
+                                  kind="unsupported_attribute")
+            return
+        if meta_attr is _MISSING and special_lookup(meta, "__getattr__") is not _MISSING:
+            raise Unsupported(f"{cls.__name__}.{name} through {meta.__name__}.__getattr__",
+                              kind="unsupported_attribute")
 
     def call(self, tx, args, kwargs):
         from .builtins_table import call_type
@@ -354,6 +380,14 @@ def guard_class_lookup(tx, cls: type, name: str, owner=None) -> None:
         guards.add(Guard("DICT_CONTAINS", AttrSource(src, "__dict__"), (name, False)))
 
 
+def _runs_code_on_get(attr) -> bool:
+    """Whether reading ``attr`` as a class attribute calls the program's code:
+    its type's ``__get__`` is not a C slot (functions, classmethods,
+    properties and member descriptors have C ones)."""
+    get = special_lookup(type(attr), "__get__")
+    return get is not _MISSING and not isinstance(get, types.WrapperDescriptorType)
+
+
 def owner_of(cls: type, name: str):
     """The class of ``cls.__mro__`` whose dict holds ``name``, or None."""
     for klass in cls.__mro__:
@@ -553,6 +587,12 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         desc = tx.wrap(class_attr, desc_src)
         get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
         return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
+    if descriptor_get is not None and not isinstance(descriptor_get, types.WrapperDescriptorType):
+        # a __get__ that is some other callable (a Mock, a partial, a callable
+        # object): reading the attribute now would run the program's code at
+        # trace time, and again for every guard check
+        raise Unsupported(f"reading {cls.__name__}.{name}, a descriptor whose __get__ is a "
+                          f"{type(descriptor_get).__name__}", kind="unsupported_attribute")
     if class_attr is None and (inst_dict is None or name not in inst_dict):
         if special_lookup(cls, "__getattr__") is not _MISSING:
             raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
