@@ -4249,6 +4249,316 @@ def test_continuation_selected_while_a_builtin_is_deleted_runs_natively():
     assert run_both(f)[:2] == (("ok", (True, False)), ("ok", (True, False)))
 
 
+
+
+# ---------------------------------------------------------------------------
+# --- wt-od: OrderedDict, defaultdict and dicts through their own classes'
+# methods: keyword arguments and errors as each class has them, copies and
+# ``|`` keeping the class and default_factory, order-sensitive equality
+# between OrderedDicts, iterators that read the dict as it is at each step,
+# OrderedDicts that dict's own methods put out of step (not modelled).
+
+import collections
+import copy as _copy_module
+
+
+def test_odict_methods_take_their_own_keywords():
+    def f():
+        od = collections.OrderedDict(a=1, b=2, c=3)
+        out = [od.setdefault("g", default=9), od.pop("a", default=0), od.pop("zz", default=7),
+               od.popitem(last=False), od.popitem(False), od.popitem()]
+        try:
+            collections.OrderedDict().popitem()
+        except KeyError as e:
+            out.append(repr(e))
+        return out, od
+
+    assert_same_clean(f)
+
+
+def test_dict_methods_refuse_keywords():
+    def f(name):
+        d = {"a": 1}
+        try:
+            if name == "setdefault":
+                d.setdefault("g", default=9)
+            else:
+                d.pop("a", default=0)
+        except TypeError as e:
+            return str(e), d
+        return None, d
+
+    assert_same_clean(f, "setdefault")
+    assert_same_clean(f, "pop")
+
+
+def test_odict_equality_is_order_sensitive_only_between_odicts():
+    def f():
+        a = collections.OrderedDict([("a", 1), ("b", 2)])
+        b = collections.OrderedDict([("b", 2), ("a", 1)])
+        return a == b, a != b, a == dict(b), dict(b) == a, a == collections.OrderedDict(a)
+
+    assert_same_clean(f)
+
+
+def test_defaultdict_copy_and_union_keep_the_factory():
+    def f():
+        i = collections.defaultdict(int, {1: 1, 2: 2})
+        s = collections.defaultdict(str, {0: "zero", 1: "one"})
+        c = i.copy()
+        c[5]
+        out = [(type(x).__name__, x.default_factory, list(x.items()))
+               for x in (c, i | s, s | i, i | dict(s), dict(s) | i)]
+        od = collections.OrderedDict(a=1)
+        out += [(type(x).__name__, list(x.items())) for x in ({"b": 2} | od, od | {"b": 2}, od | i)]
+        i.default_factory = list
+        i[9]
+        return out, i, i.default_factory
+
+    assert_same_clean(f)
+
+
+def test_defaultdict_factory_must_be_callable():
+    def f():
+        try:
+            collections.defaultdict(5)
+        except TypeError as e:
+            return str(e)
+
+    assert_same_clean(f)
+
+
+def test_copies_of_odicts_and_defaultdicts():
+    def f():
+        od = collections.OrderedDict([("c", 1), ("b", [2])])
+        dd = collections.defaultdict(list, {"x": [1]})
+        d1, d2 = _copy_module.copy(od), _copy_module.deepcopy(od)
+        d3 = _copy_module.deepcopy(dd)
+        d3["new"]
+        return (type(d1).__name__, d1 == od, d2["b"] is od["b"], d2 == od, type(d3).__name__,
+                d3.default_factory, d3["x"] is dd["x"], d3)
+
+    assert_same_clean(f)
+
+
+def test_odict_changed_through_dict_methods_is_not_modelled():
+    def f(which):
+        od = collections.OrderedDict()
+        od["spam"] = 1
+        od["ham"] = 2
+        if which == "setdefault":
+            dict.setdefault(od, "eggs", 3)
+        elif which == "pop":
+            dict.pop(od, "spam")
+        else:
+            dict.clear(od)
+        out = [len(od)]
+        try:
+            out.append(repr(od))
+            out.append(list(od))
+        except KeyError as e:
+            out.append(("KeyError", str(e)))
+        return out
+
+    for which in ("setdefault", "pop", "clear"):
+        eager, compiled, _, _ = run_both(f, which)
+        assert compiled == eager
+
+
+def test_odict_made_out_of_order_by_move_to_end_keeps_dicts_order():
+    def make():
+        od = collections.OrderedDict(a=1, b=2)
+        od.move_to_end("a")
+        return od
+
+    def f(od):
+        od["c"] = 3   # replayed on the real OrderedDict: its dict's order must stay eager's
+        return list(od), list(dict.keys(od))
+
+    eager = f(make())
+    _, compiled, _, _ = run_both(f, make())
+    assert compiled == ("ok", eager) == ("ok", (["b", "a", "c"], ["a", "b", "c"]))
+
+
+def test_odict_iterators_raise_mutated():
+    def f(op):
+        od = collections.OrderedDict([(1, 1), (2, 2), (3, 3)])
+        out = []
+        try:
+            for k, v in od.items():
+                out.append((k, v))
+                if op == "add":
+                    od[k + 10] = 0
+                elif op == "readd":
+                    del od[k]
+                    od[k] = 5
+                elif op == "value":
+                    od[3] = 99
+                elif op == "clear":
+                    od.clear()
+                elif op == "last" and k == 3:
+                    od[4] = 4    # after the last key: the iterator is done, no error
+        except RuntimeError as e:
+            out.append(str(e))
+        return out, od
+
+    for op in ("add", "readd", "value", "clear", "last"):
+        assert_same_clean(f, op)
+
+
+def test_dict_iterators_read_values_as_they_are_and_types():
+    def f():
+        d = {1: 1, 2: 2}
+        out = []
+        for k, v in d.items():
+            d[2] = 99   # a value written during the loop is seen
+            out.append((k, v))
+        od = collections.OrderedDict(a=1, b=2)
+        types_ = [type(x).__name__ for x in (od.keys(), iter(od), iter(od.items()), reversed(od),
+                                                reversed(d), reversed(d.values()))]
+        return out, types_, list(reversed(od)), list(reversed(d.items()))
+
+    assert_same_clean(f)
+
+
+def test_dict_update_reads_a_generator_one_pair_at_a_time():
+    def f():
+        d = {}
+        d.update((k, len(d)) for k in "abc")
+        try:
+            d.update([(1, 2, 3)])
+        except ValueError as e:
+            d["err"] = str(e)
+        try:
+            collections.OrderedDict([(1, 2, 3)])
+        except ValueError as e:
+            d["oderr"] = str(e)
+        return d
+
+    assert_same_clean(f)
+
+
+def test_equal_keys_keep_the_first_key_object():
+    def f():
+        a = {1: "a", 1.0: "b"}
+        b = {x: x for x in (1, 1.0, True)}
+        c = {1: 0, **{True: 1}}
+        d = dict([(1, "x"), (1.0, "y")])
+        return [(list(x.items()), [type(k).__name__ for k in x]) for x in (a, b, c, d)]
+
+    assert_same_clean(f)
+
+
+def test_dict_guard_tells_equal_keys_of_other_types_apart():
+    def f(d):
+        return [type(k).__name__ for k in d]
+
+    fn = bytegraph.compile(f, backend="eager")
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        assert fn({1: "a"}) == ["int"]
+        assert fn({True: "a"}) == ["bool"]
+        assert fn({1.0: "a"}) == ["float"]
+    finally:
+        config.force_transform = saved
+
+
+def test_copy_of_an_odict_with_attributes_keeps_them():
+    def f(od):
+        dup = _copy_module.copy(od)
+        return type(dup).__name__, dup == od, dup.x is od.x, list(dup.items())
+
+    od = collections.OrderedDict([("c", 1), ("b", 2)])
+    od.x = ["x"]
+    eager, compiled, _, _ = run_both(f, od)
+    assert compiled == eager == ("ok", ("OrderedDict", True, True, [("c", 1), ("b", 2)]))
+
+
+class _PlainAttrs:
+    pass
+
+
+def test_instance_dict_and_attribute_writes_stay_in_step():
+    def f(which):
+        o = _PlainAttrs()
+        if which == "dict_then_attr":
+            o.__dict__[1] = 1
+            o.a = "a"
+            return o.__dict__ == {1: 1, "a": "a"}, dict(o.__dict__)
+        if which == "attr_then_vars":
+            o.a = 7
+            return dict(vars(o))
+        if which == "held_dict":
+            d = o.__dict__
+            o.a = 9
+            return dict(d)
+        o.__dict__["a"] = 5
+        return o.a
+
+    for which in ("dict_then_attr", "attr_then_vars", "held_dict", "dict_then_read"):
+        eager, compiled, _, _ = run_both(f, which)
+        assert compiled == eager
+
+
+def test_set_guards_tell_equal_elements_of_other_types_apart():
+    def f(s):
+        return [type(x).__name__ for x in s]
+
+    fn = bytegraph.compile(f, backend="eager")
+    saved = config.force_transform
+    config.force_transform = True
+    try:
+        assert fn({1}) == ["int"]
+        assert fn({True}) == ["bool"]
+        assert fn(frozenset({1.0})) == ["float"]
+        assert fn(frozenset({True})) == ["bool"]
+    finally:
+        config.force_transform = saved
+
+
+def test_iterator_over_a_dict_with_holes_keeps_its_place_across_a_break():
+    def make(cls):
+        d = cls(a=1, b=2, c=3, d=4)
+        del d["b"]    # a hole in the table before the iterator's position
+        return d
+
+    def f(d):
+        it = iter(d)
+        first = next(it), next(it)
+        d["a"] = 100  # a value only: the dict is written back in place
+        print("", end="", file=io.StringIO())   # a break: the iterator is rebuilt
+        return first, list(it), list(d.items())
+
+    for cls in (dict, collections.OrderedDict):
+        eager = f(make(cls))
+        _, compiled, _, _ = run_both(f, make(cls))
+        assert compiled == ("ok", eager)
+
+
+def test_set_iterators_notice_changes_as_cpython_does():
+    def f(op):
+        s = {1, 2}
+        out = []
+        try:
+            for x in s:
+                out.append(x)
+                if op == "grow":
+                    s.add(x + 10)
+                else:             # same size, other elements: the hash table decides
+                    s.remove(x)
+                    s.add(x + 10)
+                if len(out) > 20:
+                    break
+        except RuntimeError as e:
+            out.append(str(e))
+        return out, sorted(s)
+
+    for op in ("grow", "swap"):
+        eager, compiled, _, _ = run_both(f, op)
+        assert compiled == eager
+
+
 # ---------------------------------------------------------------------------
 # attribute reads that run the program's code are traced or refused, never
 # run at trace time (CPython test_dataclasses test_getting_field_calls_get: a

@@ -45,6 +45,7 @@ _PRIORITY = {
     "CONSTANT_MATCH": 2,
     "LEN_MATCH": 3,
     "DICT_KEYS": 4,
+    "ODICT_KEYS": 4,
     "DICT_CONTAINS": 4,
     "SET_MATCH": 4,
     "TENSOR_MATCH": 5,
@@ -134,6 +135,8 @@ class Guard:
             return f"{e[0]!r} {'in' if e[1] else 'not in'} {src}"
         if k == "DICT_KEYS":
             return f"list({src}.keys()) == {list(e)!r}"
+        if k == "ODICT_KEYS":
+            return f"list(dict.keys({src})) == {list(e)!r}"
         if k == "TENSOR_MATCH":
             typ, dtype, device, shape, stride, rg = e
             shape_text = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
@@ -389,6 +392,38 @@ class CompiledGuard:
             except Exception as e:  # the guard function treats errors as failure too
                 return f"{guard.describe()} (raised {type(e).__name__}: {e})"
         return None
+
+
+_NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)
+
+
+def typed(x):
+    """``x`` with the type of every number, tuple and frozenset in it: equal
+    exactly when the objects are equal and of the same types (``1``,
+    ``1.0`` and ``True`` are equal as values)."""
+    t = type(x)
+    if t is tuple:
+        return (t, tuple(typed(item) for item in x))
+    if t in (frozenset, set):
+        return (t, frozenset(typed(item) for item in x))
+    return (t, x)
+
+
+def _has_numbers(c) -> bool:
+    return any(type(x) in _NUMERIC_KEY_TYPES and (type(x) not in (tuple, frozenset) or _has_numbers(x)) for x in c)
+
+
+def key_types(keys) -> tuple:
+    """The types of ``keys``, and of the items of tuple keys (what ``==``
+    between equal numbers ignores)."""
+    def of(k):
+        t = type(k)
+        if t is tuple:
+            return (t, tuple(of(item) for item in k))
+        if t is frozenset:
+            return (t, tuple(sorted(repr(of(item)) for item in k)))
+        return t
+    return tuple(of(k) for k in keys)
 
 
 def _actual(guard: Guard, value) -> str:
@@ -708,16 +743,31 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
             # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
             # compare these two floats by their bits
             return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
+        if type(v) in (tuple, frozenset) and _has_numbers(v):
+            # (1,) == (True,): the items' types too
+            return f"type({e}) is {bind(type(v))} and {e} == {bind(v)} and {bind(typed)}({e}) == {bind(typed(v))}"
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
     if k == "SET_MATCH":
+        if _has_numbers(g.expected):
+            # {1} == {True}: the elements' types too
+            return f"{e} == {bind(g.expected)} and {bind(typed)}({e}) == {bind(typed(g.expected))}"
         return f"{e} == {bind(g.expected)}"
     if k == "DICT_CONTAINS":
         key, present = g.expected
         return f"({key!r} in {e}) is {present}"
     if k == "DICT_KEYS":
-        return f"tuple({e}) == {bind(tuple(g.expected))}"
+        keys = tuple(g.expected)
+        if any(type(key) in _NUMERIC_KEY_TYPES for key in keys):
+            # equal keys of other types (1, 1.0, True) would pass ==, but the
+            # trace holds the key objects it saw
+            return (f"tuple({e}) == {bind(keys)} and "
+                    f"{bind(key_types)}({e}) == {bind(key_types(keys))}")
+        return f"tuple({e}) == {bind(keys)}"
+    if k == "ODICT_KEYS":
+        # the order of the dict's own table (an OrderedDict's is its linked list)
+        return f"tuple({bind(dict.keys)}({e})) == {bind(tuple(g.expected))}"
     if k == "TENSOR_MATCH":
         typ, dtype, device, shape, stride, rg = g.expected
         head = f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)}"

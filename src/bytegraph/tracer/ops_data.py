@@ -8,7 +8,7 @@ import operator
 from ..errors import Unsupported
 from ..values.constants import const
 from ..values.generators import LazyIteratorValue
-from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue, key_of
+from ..values.containers import DictValue, ListValue, SetValue, SliceValue, TupleValue
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)
 from ..values.tensors import TensorValue
@@ -135,8 +135,8 @@ class DataOps:
         if not isinstance(v, DictValue):
             raise Unsupported(f"dict update from a {v.type_name()}", kind="unsupported_dict")
         self.side_effects.mutate(target)
-        for hk, (k, val) in list(v.entries.items()):
-            target._set(hk, k, val)
+        for k, value in list(v.entries.values()):
+            target.put(k, value)
 
     def DICT_MERGE(self, ins):
         target = self._built(ins, DictValue)
@@ -147,7 +147,8 @@ class DataOps:
             if k in target.entries:
                 self.raise_python_exception(TypeError(f"got multiple values for keyword argument {k[1]!r}"))
         self.side_effects.mutate(target)
-        target.entries.update(v.entries)
+        for k, value in list(v.entries.values()):
+            target.put(k, value)
 
     def LIST_TO_TUPLE(self, ins):
         self.stack.append(TupleValue(self.stack.pop().items))

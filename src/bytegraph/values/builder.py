@@ -16,6 +16,7 @@ import inspect
 import sys
 import types
 import weakref
+from typing import Optional
 
 import torch
 
@@ -122,18 +123,31 @@ def wrap(tx, obj, source: Source | None) -> Value:
             # (sys.modules, a registry): wrapping and guarding every entry would
             # cost more than running its use natively
             return _opaque_container(tx, obj, source, f"a dict of {len(obj)} entries", "unsupported_dict")
-        if not all(_literal(k) or _identity_key(k) for k in obj):
+        # the dict's own table: no hashing (an OrderedDict's order needs its
+        # keys' hashes), nothing a subclass overrides
+        keys = tuple(dict.keys(obj))
+        if not all(_literal(k) or _identity_key(k) for k in keys):
             return _opaque_container(tx, obj, source, "a dict with keys that are neither constants nor "
                                      "classes, functions or enums", "unsupported_dict")
+        if t is collections.OrderedDict:
+            why = _odict_unmodelled(obj, keys)
+            if why is not None:
+                return _opaque_container(tx, obj, source, why, "unsupported_dict")
         if source is not None:
             guards.add(Guard("TYPE_MATCH", source, t))
-            guards.add(Guard("DICT_KEYS", source, tuple(obj.keys())))
+            guards.add(Guard("DICT_KEYS", source, keys))
+            if t is collections.OrderedDict:
+                # its order is its dict's, it is in step with it, and it has
+                # no attributes (a copy, pickling or a method read would see them)
+                guards.add(Guard("ODICT_KEYS", source, keys))
+                guards.add(Guard("LEN_MATCH", AttrSource(source, "__dict__"), 0))
         value = DictValue(source=source, cls=t)
         if t is collections.defaultdict:
             factory_source = AttrSource(source, "default_factory") if source is not None else None
             value.default_factory = wrap(tx, obj.default_factory, factory_source)
         se.track_existing(obj, value)
-        for k, v in obj.items():
+        for k in keys:
+            v = dict.__getitem__(obj, k)
             if _literal(k):
                 value.entries[("c", k)] = (ConstantValue(k), wrap(tx, v, _item(source, k)))
             else:
@@ -239,6 +253,23 @@ def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
     value = OpaqueValue(obj, source, f"using {why}", kind=kind, hint="it runs natively between graphs")
     tx.side_effects.track_existing(obj, value)
     return value
+
+
+def _odict_unmodelled(obj, keys) -> Optional[str]:
+    """Why OrderedDict ``obj`` cannot be a DictValue, or None.  Its own order
+    (its linked list) must be its dict's: ``move_to_end`` puts the two out of
+    order, and dict's own methods called on it (``dict.pop(od, k)``) put them
+    out of step, after which CPython raises KeyError or shows a different
+    length than it iterates; and it must have no instance attributes."""
+    try:
+        order = list(collections.OrderedDict.__iter__(obj))
+    except Exception:  # out of step: a key of its list is not in its dict
+        return "an OrderedDict changed through dict's own methods"
+    if len(order) != len(keys) or any(a is not b for a, b in zip(order, keys)):
+        return "an OrderedDict whose order is not its dict's (move_to_end, or dict's own methods)"
+    if obj.__dict__:
+        return "an OrderedDict with instance attributes"
+    return None
 
 
 def _identity_key_value(tx, k) -> Value:

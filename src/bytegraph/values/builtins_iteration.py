@@ -17,7 +17,7 @@ from .. import config
 from ..errors import Unsupported
 from .base import Value, all_constant
 from .constants import NONE, const, is_none
-from .containers import IteratorValue, ListValue, RangeValue, TupleValue
+from .containers import DictValue, DictViewValue, IteratorValue, ListValue, RangeValue, TupleValue
 from .generators import (AccumulateValue, ChainValue, EnumerateValue, FilterValue, GeneratorValue, IsliceValue,
                          LazyIteratorValue, MapValue, SnapshotIteratorValue, ZipValue, iterate,
                          raise_stop_iteration)
@@ -112,6 +112,12 @@ def _reversed(tx, args, kwargs):
     if isinstance(v, RangeValue):
         # reversed(range) is a range_iterator over the reversed range, in CPython
         return RangeValue(v.value[::-1]).get_iter(tx)
+    if isinstance(v, (DictValue, DictViewValue)):
+        # a dict_reversekeyiterator (odict_iterator) that reads the dict as it goes
+        from .iterators import DictIteratorValue
+        if isinstance(v, DictValue):
+            return DictIteratorValue(v, "keys", reverse=True)
+        return DictIteratorValue(v.dict_value, v.kind, reverse=True)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 

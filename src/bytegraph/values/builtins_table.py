@@ -25,7 +25,7 @@ from ..errors import Unsupported, UserException
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
-                         RangeValue, SetValue, SliceValue, TupleValue, str_key)
+                         RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
@@ -470,18 +470,20 @@ def _frozenset(tx, args, kwargs):
     return _new_set(tx, args, frozen=True)
 
 
-def _dict(tx, args, kwargs):
-    out = DictValue()
+def _dict(tx, args, kwargs, cls=dict):
+    """``dict(...)``/``OrderedDict(...)``: an update of a new empty one (its
+    own update rules: ``OrderedDict``'s differ in their errors)."""
+    from .dict_methods import update_from
     if len(args) > 1:
-        tx.raise_python_exception(TypeError(f"dict expected at most 1 argument, got {len(args)}"))
+        try:
+            cls(*[None] * len(args))
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    out = DictValue(cls=cls)
     if args:
-        src = args[0]
-        if isinstance(src, DictValue):
-            out.entries = dict(src.entries)
-        else:
-            out.merge(tx, src)
+        update_from(tx, out, args[0], ordered_rules=cls is collections.OrderedDict)
     for k, v in kwargs.items():
-        out.entries[str_key(k)] = (const(k), v)
+        out.put(const(k), v)
     return out
 
 
@@ -489,12 +491,12 @@ def _dict_subclass(cls):
     def handler(tx, args, kwargs):
         if cls is collections.defaultdict:
             factory = args[0] if args else NONE
+            if not _callable(tx, [factory], {}).as_constant() and not is_none(factory):
+                tx.raise_python_exception(TypeError("first argument must be callable or None"))
             out = _dict(tx, args[1:], kwargs)
-            out.default_factory = factory
-        else:
-            out = _dict(tx, args, kwargs)
-        out.cls = cls
-        return out
+            out.cls, out.default_factory = cls, factory
+            return out
+        return _dict(tx, args, kwargs, cls)
     return handler
 
 
@@ -715,7 +717,9 @@ def _copy(tx, args, kwargs):
     if type(v) is ListValue:
         return ListValue(list(v.items))
     if type(v) is DictValue:
-        return DictValue(dict(v.entries), cls=v.cls, default_factory=v.default_factory)
+        # (an OrderedDict with instance attributes is never a DictValue: its copy would have them)
+        from .dict_methods import copy_of
+        return copy_of(v)
     if type(v) is SetValue:
         # (an exact frozenset's copy is the frozenset itself)
         return v.call_method(tx, "copy", [], {})
@@ -739,9 +743,19 @@ def _deepcopy(tx, args, kwargs):
             items = [rec(i) for i in v.items]
             # a tuple whose items all copy to themselves is returned as is
             out = memo[id(v)] = v if all(a is b for a, b in zip(items, v.items)) else TupleValue(items)
-        elif type(v) is DictValue and v.default_factory is None:
-            out = memo[id(v)] = DictValue(cls=v.cls)
-            out.entries = {hk: (k, rec(item)) for hk, (k, item) in v.entries.items()}
+        elif type(v) is DictValue:
+            # a defaultdict's factory is deep-copied too: only ones deepcopy
+            # keeps (classes, functions, None) are modelled
+            factory = v.default_factory
+            if factory is not None and not (is_none(factory) or _deepcopy_atomic(factory)):
+                raise Unsupported("copy.deepcopy of a defaultdict with this default_factory",
+                                  kind="unsupported_call")
+            out = memo[id(v)] = DictValue(cls=v.cls, default_factory=factory)
+            for k, item in list(v.entries.values()):
+                # keys are deep-copied as well: only keys deepcopy returns as they are
+                if not (k.is_constant() or _deepcopy_atomic(k)):
+                    raise Unsupported(f"copy.deepcopy of a dict with a {k.type_name()} key", kind="unsupported_call")
+                out.put(k, rec(item))
         else:
             raise Unsupported(f"copy.deepcopy of a {v.type_name()}", kind="unsupported_call")
         return out
@@ -749,6 +763,13 @@ def _deepcopy(tx, args, kwargs):
     if len(args) != 1 or kwargs:
         raise Unsupported("copy.deepcopy with a memo", kind="unsupported_call")
     return rec(args[0])
+
+
+def _deepcopy_atomic(v) -> bool:
+    """``copy.deepcopy`` returns the object itself (a class, a function)."""
+    real = v.real_object()
+    return real is not None and (isinstance(real[0], type) or type(real[0]) in (
+        types.FunctionType, types.BuiltinFunctionType))
 
 
 def _dataclass_replace(tx, args, kwargs):

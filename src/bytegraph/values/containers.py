@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import collections
 import inspect
 import types
 from typing import Dict, List, Optional
@@ -437,37 +438,15 @@ _LIST_METHODS = {
 }
 
 
-def _has_keys(tx, v: Value) -> bool:
-    """Whether ``dict.update``/``dict()`` treats ``v`` as a mapping: CPython
-    looks the attribute ``keys`` up on the object itself, so an instance
-    attribute (or a ``__getattr__`` answer) counts too."""
-    try:
-        t = v.python_type()
-    except NotImplementedError:
-        raise Unsupported(f"dict.update() from a {type(v).__name__}", kind="unsupported_method") from None
-    if hasattr(t, "keys"):
-        return True
-    if not (t.__flags__ & _HEAPTYPE) and not t.__dictoffset__:
-        return False  # a builtin type whose instances have no attributes of their own
-    from ..errors import UserException
-    try:
-        v.get_attr(tx, "keys")
-    except UserException as e:
-        if issubclass(e.value.python_type(), AttributeError):
-            return False
-        raise
-    return True
-
-
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
-
-
 class DictValue(Value):
-    """A dict (also ``OrderedDict``/``defaultdict`` instances, by ``cls``).
+    """A dict, ``OrderedDict`` or ``defaultdict`` (exactly that class: ``cls``).
 
     Keys must be constants or values compared by identity (tensors, functions).
     ``entries`` maps the key's hashable form to ``(key_value, value)`` in
-    insertion order; a defaultdict's ``default_factory`` fills missing keys.
+    insertion order (an OrderedDict's order: one whose order differs from its
+    dict's, or that dict's own methods put out of step, is not modelled); a
+    defaultdict's ``default_factory`` fills missing keys.  The methods each
+    class has are in ``dict_methods``.
 
     ``key_log`` lists the insertions and deletions of keys made in the
     trace, in order (``("ins", key)``, ``("del", key)``, ``("clear",)``).
@@ -490,11 +469,18 @@ class DictValue(Value):
     def key_ops(self) -> int:
         return len(self.key_log)
 
+    @property
+    def od_state(self) -> int:
+        """The keys added and removed one by one (an OrderedDict's
+        ``od_state``: its ``clear`` leaves it alone, so its iterators then
+        report a change of size, not a mutation)."""
+        return sum(op[0] != "clear" for op in self.key_log)
+
     @staticmethod
     def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
         d = DictValue(source=source, cls=cls)
         for k, v in pairs:
-            d._set(key_of(k), k, v)   # a later equal key keeps the first key object, as in Python
+            d.put(k, v)
         return d
 
     def python_type(self):
@@ -531,141 +517,69 @@ class DictValue(Value):
                 value = factory.call(tx, [], {})  # defaultdict.__missing__
                 self.setitem(tx, key, value)
                 return value
-            tx.raise_python_exception(KeyError(key.as_constant() if key.is_constant() else key))
+            from .dict_methods import raise_key_error
+            raise_key_error(tx, key)
         return hit[1]
 
     def contains(self, key: Value) -> bool:
         return key_of(key) in self.entries
 
-    def setitem(self, tx, key: Value, value: Value):
+    def put(self, key: Value, value: Value) -> None:
+        """``self[key] = value`` in the table: an equal key already there keeps
+        its own key object (``{1: a, 1.0: b}`` is ``{1: b}``)."""
         hk = key_of(key)
         old = self.entries.get(hk)
-        if old is not None:
-            check_release(old[1])
-        tx.side_effects.mutate(self)
         if old is None:
             self.key_log.append(("ins", key))
-        self.entries[hk] = (old[0] if old else key, value)
+            self.entries[hk] = (key, value)
+        else:
+            self.entries[hk] = (old[0], value)
+
+    def store(self, tx, key: Value, value: Value) -> None:
+        """``put`` as a mutation of this dict (replayed if it existed before the trace)."""
+        key_of(key)  # (an unhashable key raises before anything changes)
+        tx.side_effects.mutate(self)
+        self.put(key, value)
+
+    def setitem(self, tx, key: Value, value: Value):
+        old = self.entries.get(key_of(key))
+        if old is not None:
+            check_release(old[1])
+        self.store(tx, key, value)
 
     def delitem(self, tx, key: Value):
         hk = key_of(key)
         old = self.entries.get(hk)
         if old is None:
-            # nothing changes (a dict marked changed is rebuilt in place after the graph)
-            if not key.is_constant():
-                raise Unsupported(f"KeyError of a {key.type_name()} key", kind="unsupported_exception")
-            tx.raise_python_exception(KeyError(key.as_constant()))
+            from .dict_methods import raise_key_error
+            raise_key_error(tx, key)
         check_release(old[0])
         check_release(old[1])
         tx.side_effects.mutate(self)
         del self.entries[hk]
         self.key_log.append(("del", old[0]))
 
+    def get_attr(self, tx, name):
+        if name == "default_factory" and self.cls is collections.defaultdict:
+            return self.default_factory
+        return super().get_attr(tx, name)
+
+    def set_attr(self, tx, name, value):
+        if name == "default_factory" and self.cls is collections.defaultdict:
+            # (any object: only the constructor checks that it is callable)
+            check_release(self.default_factory)
+            self.default_factory = value
+            if self.source is not None:
+                tx.side_effects.store_attr(self, name, value)
+            return
+        super().set_attr(tx, name, value)
+
     def call_method(self, tx, name, args, kwargs):
-        e = self.entries
-        if name == "keys" and not args:
-            return DictViewValue(self, "keys")
-        if name == "values" and not args:
-            return DictViewValue(self, "values")
-        if name == "items" and not args:
-            return DictViewValue(self, "items")
-        if name == "get" and 1 <= len(args) <= 2:
-            hit = e.get(key_of(args[0]))
-            return hit[1] if hit else (args[1] if len(args) == 2 else NONE)
-        if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
-        if name == "__contains__" and len(args) == 1:
-            return const(self.contains(args[0]))
-        if name == "copy" and not args:
-            return DictValue(dict(e), cls=self.cls)
-        if name == "update":
-            if len(args) > 1:
-                tx.raise_python_exception(TypeError(f"update expected at most 1 argument, got {len(args)}"))
-            tx.side_effects.mutate(self)
-            if args:
-                self.merge(tx, args[0])
-            for k, v in kwargs.items():
-                self._set(key_of(const(k)), const(k), v)
-            return NONE
-        if name == "setdefault" and 1 <= len(args) <= 2:
-            hk = key_of(args[0])
-            if hk not in e:
-                tx.side_effects.mutate(self)
-                self.key_log.append(("ins", args[0]))
-                e[hk] = (args[0], args[1] if len(args) == 2 else NONE)
-            return e[hk][1]
-        if name == "pop" and 1 <= len(args) <= 2:
-            hk = key_of(args[0])
-            if hk in e:
-                tx.side_effects.mutate(self)
-                k, v = e.pop(hk)
-                self.key_log.append(("del", k))
-                return v
-            if len(args) == 2:
-                return args[1]
-            tx.raise_python_exception(KeyError(args[0].as_constant() if args[0].is_constant() else "key"))
-        if name == "popitem" and not args:
-            if not e:
-                tx.raise_python_exception(KeyError("popitem(): dictionary is empty"))
-            tx.side_effects.mutate(self)
-            k, v = e.pop(next(reversed(e)))
-            self.key_log.append(("del", k))
-            return TupleValue([k, v])
-        if name == "clear" and not args:
-            for k, v in e.values():
-                check_release(k)
-                check_release(v)
-            tx.side_effects.mutate(self)
-            if e:
-                self.key_log.append(("clear",))
-            e.clear()
-            return NONE
-        return super().call_method(tx, name, args, kwargs)
-
-    def merge(self, tx, other: Value) -> None:
-        """``self.update(other)`` for one positional argument, in CPython's
-        order: a mapping is read by ``keys()`` then ``other[key]``; anything
-        else is iterated pair by pair, each pair stored before the next is
-        pulled (so an error midway leaves the pairs before it stored)."""
-        if isinstance(other, DictValue):
-            # dict, OrderedDict, defaultdict: their keys() and [] run no user code
-            for hk, (k, v) in list(other.entries.items()):
-                self._set(hk, k, v)
-            return
-        if _has_keys(tx, other):
-            from .operators import getitem
-            for k in other.get_attr(tx, "keys").call(tx, [], {}).unpack(tx):
-                self.setitem(tx, k, getitem(tx, other, k))
-            return
-        from .. import config
-        from ..errors import UserException
-        from .generators import iterate
-        it = iterate(tx, other)
-        n = 0
-        while (item := it.next(tx)) is not None:
-            if type(item) in (ListValue, TupleValue) and item.python_type() in (list, tuple):
-                pair = list(item.items)
-            else:
-                try:
-                    pair = iterate(tx, item).unpack(tx)
-                except UserException as e:
-                    if not issubclass(e.value.python_type(), TypeError):
-                        raise
-                    tx.raise_python_exception(TypeError(
-                        f"cannot convert dictionary update sequence element #{n} to a sequence"))
-            if len(pair) != 2:
-                tx.raise_python_exception(ValueError(
-                    f"dictionary update sequence element #{n} has length {len(pair)}; 2 is required"))
-            self.setitem(tx, pair[0], pair[1])
-            n += 1
-            if n > config.max_generator_items:
-                raise Unsupported("dict.update() from an endless iterator", kind="generator")
-
-    def _set(self, hk, k, v):
-        old = self.entries.get(hk)
-        if old is None:
-            self.key_log.append(("ins", k))
-        self.entries[hk] = (old[0] if old else k, v)
+        from .dict_methods import call_dict_method
+        out = call_dict_method(tx, self, name, args, kwargs)
+        if out is None:
+            return super().call_method(tx, name, args, kwargs)
+        return out
 
     def reconstruct(self, cg):
         if self.cls is not dict:
@@ -694,7 +608,7 @@ class DictViewValue(Value):
         self.kind = kind
 
     def python_type(self):
-        return type(getattr({}, self.kind)())
+        return type(getattr(self.dict_value.cls(), self.kind)())  # (odict_keys for an OrderedDict)
 
     def has_len(self):
         return True

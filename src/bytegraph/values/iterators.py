@@ -3,9 +3,11 @@ it is at each step, dict and set iterators notice a change of size."""
 
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING
 
-from .containers import IteratorValue
+from ..errors import Unsupported
+from .containers import IteratorValue, TupleValue
 
 if TYPE_CHECKING:
     from .containers import ListValue
@@ -190,10 +192,9 @@ def list_reversed_at(lst: list, index: int):
 
 
 class SizedIteratorValue(_SteppedIterator):
-    """An iterator over a dict (its keys, values or items: ``kind``) or a
-    set (``kind="set"``): like Python's, it raises ``RuntimeError`` when the
-    container changed size under it.  Reconstructs as a real iterator of the
-    rebuilt container advanced to the same position."""
+    """An iterator over a set (``kind="set"``): like Python's, it raises
+    ``RuntimeError`` when the set changed size under it.  Reconstructs as a
+    real iterator of the rebuilt set advanced to the same position."""
 
     __slots__ = ("container", "size_of", "what", "size", "kind", "done", "shape")
 
@@ -206,22 +207,22 @@ class SizedIteratorValue(_SteppedIterator):
 
     def _shape(self):
         """What must not change under the iterator besides its size: the
-        operations applied to the set (an element removed and another added
-        leave the size as it was, and CPython then walks a table the items
-        snapshot does not describe)."""
-        return getattr(self.container, "ops", None)
+        set's count of elements added and removed (one removed and another
+        added leave the size as it was, and CPython then walks a table the
+        items snapshot does not describe)."""
+        return getattr(self.container, "version", None)
 
     def python_type(self):
-        return type(iter(set())) if self.kind == "set" else type(iter(getattr({}, self.kind)()))
+        return type(iter(set()))
 
     def next(self, tx):
         if self.done:
             return None
         if self.size_of() != self.size:
             self.size = -1  # stays broken, as a real iterator does
-            tx.raise_python_exception(RuntimeError(f"{self.what} changed size during iteration"))
+            what = "Set" if self.what == "set" else self.what  # (CPython's capital)
+            tx.raise_python_exception(RuntimeError(f"{what} changed size during iteration"))
         if self._shape() != self.shape:
-            from ..errors import Unsupported
             raise Unsupported(f"iterating a {self.what} whose elements were replaced during the iteration",
                               kind="unsupported_iter", hint="CPython then follows its hash table's holes")
         v = super().next(tx)
@@ -233,7 +234,6 @@ class SizedIteratorValue(_SteppedIterator):
         return (self.container,)
 
     def reconstruct(self, cg):
-        from ..errors import Unsupported
         if not self.done and (self.size_of() != self.size or self._shape() != self.shape):
             raise Unsupported(f"an iterator over a {self.what} that changed gets out of the trace",
                               kind="unreconstructable", hint="the frame runs eagerly")
@@ -249,29 +249,38 @@ class SizedIteratorValue(_SteppedIterator):
 
 
 class DictIteratorValue(_SteppedIterator):
-    """``iter(d)``, ``iter(d.values())`` or ``iter(d.items())`` (``kind``)
-    of a dict value.  Like CPython's, each step reads the entry at the
-    iterator's position in the dict as it is then (a value replaced in the
-    loop is seen), and a change of the dict's size makes every later step
-    raise ``RuntimeError``.  Keys inserted and deleted leaving the size as it
-    was (CPython then follows its table's holes) are not modelled:
-    Unsupported.  Reconstructs as a real iterator of the rebuilt dict
-    advanced to the same position."""
+    """``iter()`` (or ``reversed()``: ``reverse``) of a dict value or of one of
+    its views (``kind``: keys, values or items).  Like CPython's, each step
+    reads the entry at the iterator's position in the dict as it is then (a
+    value replaced in the loop is seen), with CPython's checks:
 
-    __slots__ = ("dict_value", "kind", "size", "key_ops", "order", "done")
+    - a plain dict's iterator raises ``RuntimeError`` once the dict changed
+      size, and keeps raising; keys inserted and deleted leaving the size as
+      it was (CPython then follows its table's holes) are not modelled;
+    - an OrderedDict's iterator is done once it has yielded its last key;
+      before that, it raises "mutated" once keys were added or removed
+      (and is then done), or "changed size" (sticky).
 
-    def __init__(self, dict_value, kind: str, pos: int = 0, size: int = None):
+    Reconstructs as a real iterator of the rebuilt dict at the same position.
+    """
+
+    __slots__ = ("dict_value", "kind", "reverse", "size", "key_ops", "state", "order", "done")
+
+    def __init__(self, dict_value, kind: str, pos: int = 0, size: int = None, reverse: bool = False):
         super().__init__([])
-        self.dict_value, self.kind, self.pos = dict_value, kind, pos
+        self.dict_value, self.kind, self.reverse, self.pos = dict_value, kind, reverse, pos
         #: the dict's size when the iterator was made (CPython's di_used); -1: broken for good
         self.size = len(dict_value.entries) if size is None else size
-        self.key_ops = dict_value.key_ops
-        #: the keys in table order (fixed while ``key_ops`` does not move)
-        self.order = list(dict_value.entries)
+        self.key_ops, self.state = dict_value.key_ops, dict_value.od_state
+        #: the keys in the order it walks them (fixed while ``key_ops`` does not move)
+        self.order = list(reversed(dict_value.entries) if reverse else dict_value.entries)
         self.done = False
 
     def python_type(self):
-        return type(iter(getattr({}, self.kind)()))
+        return _dict_iterator_type(self.dict_value.cls, self.kind, self.reverse)
+
+    def _ordered(self) -> bool:
+        return issubclass(self.dict_value.cls, collections.OrderedDict)
 
     def _keys_moved(self) -> bool:
         return self.dict_value.key_ops != self.key_ops
@@ -279,25 +288,30 @@ class DictIteratorValue(_SteppedIterator):
     def next(self, tx):
         if self.done:
             return None
-        entries = self.dict_value.entries
-        if len(entries) != self.size:
-            self.size = -1  # stays broken, as a real iterator does
-            tx.raise_python_exception(RuntimeError("dictionary changed size during iteration"))
-        if self._keys_moved():
-            from ..errors import Unsupported
-            raise Unsupported("iterating a dict whose keys were replaced during the iteration",
-                              kind="unsupported_iter", hint="CPython then follows its hash table's holes")
-        if self.pos >= len(self.order):
-            self.done = True  # exhausted: it no longer looks at its dict
-            return None
-        k, v = entries[self.order[self.pos]]
+        d = self.dict_value
+        if self._ordered():
+            if self.pos >= len(self.order):
+                self.done = True  # (its next key is none: it looks at nothing more)
+                return None
+            if d.od_state != self.state:
+                self.done = True
+                tx.raise_python_exception(RuntimeError("OrderedDict mutated during iteration"))
+            if len(d.entries) != self.size:
+                self.size = -1
+                tx.raise_python_exception(RuntimeError("OrderedDict changed size during iteration"))
+        else:
+            if len(d.entries) != self.size:
+                self.size = -1  # stays broken, as a real iterator does
+                tx.raise_python_exception(RuntimeError("dictionary changed size during iteration"))
+            if self._keys_moved():
+                raise Unsupported("iterating a dict whose keys were replaced during the iteration",
+                                  kind="unsupported_iter", hint="CPython then follows its hash table's holes")
+            if self.pos >= len(self.order):
+                self.done = True  # exhausted: it no longer looks at its dict
+                return None
+        k, v = d.entries[self.order[self.pos]]
         self.pos += 1
-        if self.kind == "keys":
-            return k
-        if self.kind == "values":
-            return v
-        from .containers import TupleValue
-        return TupleValue([k, v])
+        return k if self.kind == "keys" else v if self.kind == "values" else TupleValue([k, v])
 
     def needs_replayed_container(self) -> bool:
         """Whether it must be rebuilt after the side effects are replayed: its
@@ -309,7 +323,6 @@ class DictIteratorValue(_SteppedIterator):
         return () if self.done else (self.dict_value,)
 
     def reconstruct(self, cg):
-        from ..errors import Unsupported
         if not self.done and (self.size != len(self.dict_value.entries) or self._keys_moved()):
             raise Unsupported("an iterator over a dict that changed during the iteration gets out of the trace",
                               kind="unreconstructable", hint="the frame runs eagerly")
@@ -318,29 +331,41 @@ class DictIteratorValue(_SteppedIterator):
             # walk the real dict's table as it was, not as eager's iterator does
             raise Unsupported("an iterator over a pre-existing dict whose keys the trace changed gets out of the "
                               "trace", kind="unreconstructable", hint="the frame runs eagerly")
+        cg.push_callable(dict_iterator_at)
         if self.done:
-            cg.push_callable(exhausted_dict_iterator)
-            cg.load_object(self.kind)
-            cg.call(1)
-            return
-        cg.push_callable(container_iterator_at)
-        cg.reconstruct(self.dict_value)
+            cg.load_object(self.dict_value.cls)  # (an exhausted iterator no longer refers to its dict)
+        else:
+            cg.reconstruct(self.dict_value)
         cg.load_object(self.kind)
-        cg.load_object(self.pos)
-        cg.call(3)
+        cg.load_object(self.reverse)
+        cg.load_object(-1 if self.done else self.pos)
+        cg.call(4)
 
 
-def exhausted_dict_iterator(kind: str):
-    """A real iterator over a dict's ``kind`` view that has said it is exhausted."""
-    it = iter(getattr({}, kind)())
-    next(it, None)
+def _dict_iterator_type(cls, kind: str, reverse: bool):
+    view = getattr(cls(), kind)()
+    return type(reversed(view) if reverse else iter(view))
+
+
+def dict_iterator_at(d, kind: str, reverse: bool, pos: int):
+    """A real iterator over dict ``d``'s ``kind`` view (reversed: ``reverse``)
+    that has yielded ``pos`` items.  ``pos == -1``: an exhausted iterator
+    of that kind, ``d`` then being the dict's class."""
+    if pos < 0:
+        d = d()
+    view = getattr(d, kind)()
+    it = reversed(view) if reverse else iter(view)
+    for _ in range(max(pos, 0)):
+        next(it)
+    if pos < 0:
+        next(it, None)
     return it
 
 
 def container_iterator_at(container, kind: str, pos: int):
-    """A real iterator over ``container`` (a dict's ``kind`` view, or a set)
-    that has yielded ``pos`` items (-1: exhausted)."""
-    it = iter(container) if kind in ("set", "keys") else iter(getattr(container, kind)())
+    """A real iterator over set ``container`` (``kind``: "set") that has
+    yielded ``pos`` items (-1: exhausted)."""
+    it = iter(container)
     if pos < 0:
         for _ in it:
             pass

@@ -197,11 +197,10 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         return _repeated(tx, b, a.as_constant())
     if isinstance(a, DictValue) and isinstance(b, DictValue) and plain is operator.or_:
         if fn is operator.ior:
-            a.call_method(tx, "update", [b], {})
+            a.call_method(tx, "update", [b], {})  # dict's |= and OrderedDict's are an update
             return a
-        out = DictValue(dict(a.entries), cls=a.cls)
-        out.entries.update(b.entries)
-        return out
+        from .dict_methods import dict_or
+        return dict_or(tx, a, b)
     if isinstance(a, SetValue) and isinstance(b, SetValue) and plain in _SET_BINOPS:
         return a.binop(tx, _SET_BINOPS[plain], b, in_place=fn is not plain and not a.frozen)
     if plain in _SET_OPS and (isinstance(a, SetValue) or isinstance(b, SetValue)):
@@ -259,6 +258,8 @@ def _set_op(tx, fn, plain, a: Value, b: Value) -> Value:
     elements = {k: merged[k] for k in merged if k in keys}
     if fn is not plain and not sa.frozen and sa is a:
         tx.side_effects.mutate(a)
+        if elements.keys() != a.elements.keys():
+            a.version += 1  # (what its iterators check besides its size)
         a.elements = elements
         return a
     out = SetValue([], frozen=sa.frozen)
@@ -389,13 +390,8 @@ def _equal(tx, a: Value, b: Value, item: bool = False):
                 return e
         return True
     if isinstance(a, DictValue) and isinstance(b, DictValue):
-        if set(a.entries) != set(b.entries):
-            return False
-        for k, (_, v) in a.entries.items():
-            e = _equal(tx, v, b.entries[k][1], item=True)
-            if e is not True:
-                return e
-        return True
+        from .dict_methods import dict_equal
+        return dict_equal(tx, a, b, _equal)
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return set(a.elements) == set(b.elements)
     if is_none(a) or is_none(b):

@@ -45,7 +45,7 @@ class SetValue(Value):
     operations made during the trace.  Reconstructs by running the recipe.
     """
 
-    __slots__ = ("elements", "frozen", "recipe", "existing", "ops")
+    __slots__ = ("elements", "frozen", "recipe", "existing", "version")
 
     def __init__(self, items: List[Value], source=None, frozen=False, existing=None):
         super().__init__(source)
@@ -59,8 +59,9 @@ class SetValue(Value):
         # a new set is by default built by adding ``items`` one by one (BUILD_SET,
         # set(list)); a pre-existing one logs what the trace does to it
         self.recipe: Optional[list] = [] if existing is not None else [("add", v) for v in items]
-        #: in-place operations made on it (an iterator over it must see none)
-        self.ops = 0
+        #: counts elements added and removed (an iterator notices a change
+        #: that keeps the size)
+        self.version = 0
 
     @staticmethod
     def unknown(items: List[Value], frozen: bool = False) -> "SetValue":
@@ -125,7 +126,6 @@ class SetValue(Value):
 
     # -- in-place operations (each one logged) ---------------------------------
     def _log(self, step) -> None:
-        self.ops += 1
         if self.recipe is not None:
             self.recipe.append(step)
 
@@ -134,7 +134,9 @@ class SetValue(Value):
         k = key_of(v)
         tx.side_effects.mutate(self)
         self._log(("add", v))
-        self.elements.setdefault(k, v)
+        if k not in self.elements:
+            self.version += 1
+            self.elements[k] = v
 
     def discard(self, tx, v: Value) -> None:
         from .containers import key_of
@@ -143,13 +145,15 @@ class SetValue(Value):
             check_release(self.elements[k])
         tx.side_effects.mutate(self)
         self._log(("discard", v))
-        self.elements.pop(k, None)
+        if self.elements.pop(k, None) is not None:
+            self.version += 1
 
     def clear(self, tx) -> None:
         for v in self.elements.values():
             check_release(v)
         tx.side_effects.mutate(self)
         self._log(("clear",))
+        self.version += bool(self.elements)
         self.elements.clear()
 
     def update_from(self, tx, source: Value) -> None:
@@ -165,7 +169,10 @@ class SetValue(Value):
             self._log(("update", source))
             from .containers import key_of
             for v in items:
-                self.elements.setdefault(key_of(v), v)
+                k = key_of(v)
+                if k not in self.elements:
+                    self.version += 1
+                    self.elements[k] = v
             return
         for v in source.unpack(tx):
             self.add(tx, v)
@@ -245,6 +252,8 @@ class SetValue(Value):
                 check_release(self.elements[k])
             tx.side_effects.mutate(self)
             self._log(("ibinop", opname, other))
+            if keys != mine:
+                self.version += 1
             self.elements = {k: merged[k] for k in merged if k in keys}
             return self
         out = SetValue([merged[k] for k in merged if k in keys], frozen=self.frozen)
