@@ -3322,7 +3322,10 @@ def test_instance_dict_with_a_non_string_key_is_not_searched_at_trace_time():
         compiled = bytegraph.compile(f, backend="eager")(fresh()), cg(fresh()), cg(fresh())
     finally:
         config.force_transform = saved
-    assert eager == compiled == ((1, False), (1, 1), (1, 1))
+    # (how often CPython's own lookup calls __eq__ can depend on what ran
+    # before in the process, e.g. the type attribute cache: compare, do not fix)
+    assert compiled == eager
+    assert compiled[0] == (1, False) and compiled[1][0] == compiled[2][0] == 1 and compiled[1][1] >= 1
 
 
 def test_a_dead_class_local_lives_as_long_as_in_python():
@@ -4920,3 +4923,62 @@ def test_dropping_a_local_whose_class_property_raises():
 
     eager, compiled, _, frames = run_both(f)
     assert compiled == eager and frames > 0
+
+
+# ---------------------------------------------------------------------------
+# class attribute lookups that run no code of the program at trace time
+# (CPython test_descr: test_abstractmethods, test_type_lookup_mro_reference)
+
+
+def test_reading_a_types_own_descriptor_that_raises():
+    def f():
+        try:
+            type.__abstractmethods__
+        except AttributeError as e:
+            return "raised", str(e)
+        return "no"
+
+    assert assert_same_clean(f) == ("ok", ("raised", "__abstractmethods__"))
+
+
+def test_class_dict_with_a_key_whose_eq_changes_the_bases():
+    def f():
+        class MyKey:
+            def __hash__(self):
+                return hash("mykey")
+
+            def __eq__(self, other):
+                X.__bases__ = (Base2,)
+
+        class Base:
+            mykey = "from Base"
+            mykey2 = "from Base"
+
+        class Base2:
+            mykey = "from Base2"
+            mykey2 = "from Base2"
+
+        X = type("X", (Base,), {MyKey(): 5})
+        return X.mykey, X.mykey2
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager == ("ok", ("from Base", "from Base2"))
+
+
+def test_rebinding_a_local_to_an_object_holding_it_is_not_a_release():
+    class Node:
+        __slots__ = ["x"]
+
+        def __init__(self, x):
+            self.x = x
+
+    def f(n):
+        o = None
+        for _ in range(n):
+            o = Node(o)  # the old node lives on inside the new one
+        depth = 0
+        while o is not None:
+            o, depth = o.x, depth + 1
+        return depth
+
+    assert assert_same_clean(f, 300) == ("ok", 300)

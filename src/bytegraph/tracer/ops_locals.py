@@ -38,7 +38,7 @@ class LocalOps:
         self.stack.append(self.load_local(ins.argval))
 
     def STORE_FAST(self, ins):
-        self._dropping_local(ins.argval)
+        self._dropping_local(ins.argval, replacement=self.stack[-1])
         self.unrealized.pop(ins.argval, None)
         self.locals[ins.argval] = self.stack.pop()
 
@@ -47,7 +47,7 @@ class LocalOps:
         self.load_local(ins.argval)
         del self.locals[ins.argval]
 
-    def _dropping_local(self, name: str) -> None:
+    def _dropping_local(self, name: str, replacement=None) -> None:
         """Rebinding a local that holds an object with a finalizer may run it
         at once in eager: the frame breaks right after this instruction, where
         the continuation drops the old object natively (see
@@ -55,6 +55,9 @@ class LocalOps:
         if name.startswith("___bg_"):
             return  # a generated prologue moving an argument onto the stack drops nothing
         old = self.locals.get(name)
+        if old is not None and replacement is not None and (
+                old is replacement or any(c is old for c in replacement.children())):
+            return  # the new value holds the old one (``node = Node(node)``): nothing is freed
         obj = finalizer_reachable(old) if old is not None else None
         if obj is None and old is None and name in self.unrealized \
                 and has_finalizer(self.unrealized[name][0]):

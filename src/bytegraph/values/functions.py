@@ -460,8 +460,11 @@ class BuiltinValue(Value):
         if type(self.fn) is type and name in vars(self.fn):
             # a builtin type's own method that is a modelled builtin itself (int.from_bytes)
             from .builtins_table import builtin_handler
-            attr = getattr(self.fn, name)
-            handler = builtin_handler(attr)
+            try:
+                attr = getattr(self.fn, name)
+            except AttributeError:  # a descriptor of the type's own (type.__abstractmethods__)
+                attr = None
+            handler = builtin_handler(attr) if attr is not None else None
             if handler is not None:
                 return BuiltinValue(attr, handler)
         return super().get_attr(tx, name)

@@ -170,6 +170,11 @@ class ClassValue(Value):
         program's code, reading it now would run it at trace time (and again
         in every guard check), so it is traced or refused instead."""
         cls, meta = self.cls, type(self.cls)
+        for klass in (*type.__dict__["__mro__"].__get__(cls), *meta.__mro__):
+            if not klass.__flags__ & _IMMUTABLE_TYPE and any(type(k) is not str for k in klass.__dict__):
+                # looking a name up in it may call that key's __eq__
+                raise Unsupported(f"a class whose __dict__ has a key that is not a string ({klass.__name__})",
+                                  kind="unsupported_attribute")
         if special_lookup(meta, "__getattribute__") is not type.__dict__["__getattribute__"]:
             raise Unsupported(f"a class whose metaclass {meta.__name__} defines __getattribute__",
                               kind="unsupported_attribute")
