@@ -68,7 +68,8 @@ test: $(MODELS_STAMP) native
 
 # Every test method of the listed modules of the interpreter's own `test`
 # package that passes normally is run again compiled (force_transform); one
-# that then fails is broken (tests/cpython_suite.py; about 10-20 minutes).
+# that then fails is broken (tests/cpython_suite.py; about 10 minutes on 2 cores;
+# CI runs it after `make test`).
 test-cpython: $(STAMP) native
 	$(PY) tests/cpython_suite.py $(CPYTHON_ARGS)
 
