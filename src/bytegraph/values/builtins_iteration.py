@@ -212,6 +212,10 @@ def _reduce_minmax(fn):
                               hint=f"use torch.{'maximum' if fn is max else 'minimum'}")
         if key is None and all_constant(items):
             return const(fn(v.as_constant() for v in items))
+        from .user_operators import Ranked, any_user_instance
+        if not all_constant(keys) and any_user_instance(keys):
+            # the real min/max choose, each comparison traced (its order is CPython's)
+            return fn(Ranked(tx, k, v) for k, v in zip(keys, items)).item
         ks = [k.as_constant() for k in keys]
         best = fn(range(len(items)), key=lambda i: ks[i])
         return items[best]

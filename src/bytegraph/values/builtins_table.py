@@ -449,6 +449,9 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
             not module.startswith("torch") or cls is torch.nn.ModuleList or cls is torch.nn.Sequential):
         from .modules import construct_user_object
         return construct_user_object(tx, cls, list(args), dict(kwargs))
+    from .fresh_modules import construct_fresh_module, is_torch_module_class
+    if is_torch_module_class(cls):
+        return construct_fresh_module(tx, cls, list(args), dict(kwargs))
     raise Unsupported(f"constructing a {getattr(cls, '__qualname__', cls)} object", kind="unsupported_class_call",
                       hint="this class cannot be constructed inside compiled functions yet")
 

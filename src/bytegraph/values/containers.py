@@ -395,12 +395,25 @@ def _list_reverse(tx, lst):
     return NONE
 
 
-def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> List[Value]:
+def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool, partial=None) -> List[Value]:
     """``items`` in ``sorted(items, key=key, reverse=reverse)`` order (stable);
-    the keys must be constants once computed."""
+    the keys must be constants once computed, or user instances (compared by
+    their traced dunders).  ``partial``: a list that receives the order the
+    sort left when a comparison raised (``list.sort`` leaves it so)."""
     if key is not None and is_none(key):
         key = None
     keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
+    from .user_operators import Ranked, any_user_instance
+    if not all_constant(keys) and any_user_instance(keys):
+        from ..errors import UserException
+        ranked = [Ranked(tx, k, v) for k, v in zip(keys, items)]
+        try:
+            ranked.sort(reverse=reverse)
+        except UserException:
+            if partial is not None:
+                partial[:] = [r.item for r in ranked]
+            raise
+        return [r.item for r in ranked]
     if not all_constant(keys):
         raise Unsupported("sorting by values that are not constants", kind="unsupported_method",
                           hint="sort by shapes, ints or strings; tensor contents are not known while tracing")
@@ -414,7 +427,7 @@ def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool) -> 
 
 def _list_sort(tx, lst, *, key=None, reverse=None):
     rev = bool(reverse.as_constant()) if reverse is not None else False
-    lst.items[:] = sort_values(tx, lst.items, key, rev)
+    lst.items[:] = sort_values(tx, lst.items, key, rev, partial=lst.items)
     return NONE
 
 

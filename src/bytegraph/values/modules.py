@@ -95,6 +95,16 @@ def _global_hooks():
             m._global_backward_pre_hooks)
 
 
+def guard_no_global_module_hooks(tx) -> None:
+    """Break if global ``nn.Module`` hooks are registered, else guard that none are."""
+    if any(_global_hooks()):
+        raise Unsupported("global nn.Module hooks", kind="unsupported_hook",
+                          hint="global module hooks run natively between graphs")
+    for hooks, name in zip(_global_hooks(), _GLOBAL_HOOK_NAMES):
+        # registered later (nn.modules.module.register_module_forward_hook): a new trace
+        tx.guards.add(Guard("LEN_MATCH", ObjectSource(hooks, name), 0))
+
+
 def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     """``module(*args, **kwargs)`` as ``nn.Module._call_impl`` runs it."""
     obj = module.obj
@@ -102,12 +112,7 @@ def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, 
     for dict_name in _HOOK_DICTS:
         hooks = getattr(obj, dict_name)
         tx.guards.add(Guard("LEN_MATCH", AttrSource(src, dict_name), len(hooks)))
-    if any(_global_hooks()):
-        raise Unsupported("global nn.Module hooks", kind="unsupported_hook",
-                          hint="global module hooks run natively between graphs")
-    for hooks, name in zip(_global_hooks(), _GLOBAL_HOOK_NAMES):
-        # registered later (nn.modules.module.register_module_forward_hook): a new trace
-        tx.guards.add(Guard("LEN_MATCH", ObjectSource(hooks, name), 0))
+    guard_no_global_module_hooks(tx)
     if obj._backward_hooks or obj._backward_pre_hooks:
         raise Unsupported("module backward hooks", kind="unsupported_hook",
                           hint="backward hooks on modules are not captured yet")

@@ -15,6 +15,8 @@ from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, Ran
                          TupleValue)
 from .symbolic import SymIntValue
 from .tensors import TensorValue, _to_node, graph_call
+from .user_operators import (BINARY_DUNDERS, UNARY_DUNDERS, handles_binary, handles_compare, is_user_instance,
+                             user_binary_op, user_compare, user_unary_op)
 
 _NB_FUNCS = {
     "NB_ADD": operator.add, "NB_AND": operator.and_, "NB_FLOOR_DIVIDE": operator.floordiv,
@@ -146,6 +148,8 @@ def _sympy_number(v: Value) -> bool:
 
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if handles_binary(a, b) and _INPLACE_TO_PLAIN.get(fn, fn) in BINARY_DUNDERS:
+        return user_binary_op(tx, fn, _INPLACE_TO_PLAIN.get(fn, fn), a, b)
     if not (isinstance(a, TensorValue) or isinstance(b, TensorValue)):
         a, b = _number_operands(a, b)
     if (isinstance(a, SymIntValue) or isinstance(b, SymIntValue)) and not (
@@ -214,6 +218,8 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
         return graph_call(tx, "call_function", fn, [a], {})
     if a.is_constant():
         return _fold(tx, fn, a)
+    if is_user_instance(a) and fn in UNARY_DUNDERS:
+        return user_unary_op(tx, fn, a)
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
 
 
@@ -346,6 +352,8 @@ def compare(tx, op: str, a: Value, b: Value) -> Value:
         return graph_call(tx, "call_function", fn, [a, b], {})
     if a.is_constant() and b.is_constant():
         return _fold(tx, fn, a, b)
+    if handles_compare(a, b):
+        return user_compare(tx, op, a, b)
     if op in ("==", "!="):
         eq = _equal(tx, a, b)
         if eq is not None:
@@ -369,6 +377,8 @@ def _equal(tx, a: Value, b: Value, item: bool = False):
     ``PyObject_RichCompareBool``: one object is equal to itself there, even
     a NaN; a top-level ``==`` asks the object (``nan == nan`` is false)."""
     if isinstance(a, SymIntValue) or isinstance(b, SymIntValue):
+        return compare(tx, "==", a, b).truth(tx)
+    if not item and handles_compare(a, b):
         return compare(tx, "==", a, b).truth(tx)
     if same_object(tx, a, b) and (item or not (a.is_constant() and isinstance(a.as_constant(), (float, complex)))):
         return True
@@ -394,6 +404,8 @@ def _equal(tx, a: Value, b: Value, item: bool = False):
         return dict_equal(tx, a, b, _equal)
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return set(a.elements) == set(b.elements)
+    if handles_compare(a, b):
+        return compare(tx, "==", a, b).truth(tx)  # (identity was asked first: PyObject_RichCompareBool)
     if is_none(a) or is_none(b):
         return False  # None == <non-None container/object>
     return None
