@@ -305,3 +305,107 @@ def test_module_made_in_forward_does_not_recompile():
     for _ in range(3):
         assert torch.allclose(comp(x, labels), f(x, labels))
     assert be.count == 1 and bytegraph.stats().recompiles == 0 and bytegraph.stats().graph_breaks == 0
+
+
+# ---------------------------------------------------------------------------
+# custom __setattr__ / __getattribute__ on objects from outside (HF configs)
+
+class Config:
+    attribute_map = {"n_labels": "num_labels"}
+
+    def __init__(self):
+        self.num_labels = 2
+        self.problem_type = None
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        if key == "num_labels" and value < 0:
+            raise ValueError("negative")
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        # (like transformers' configs: every read looks at the instance dict)
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None:
+            raise AttributeError(key)
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def loss_like_hf(x, config):
+    if config.problem_type is None:
+        config.problem_type = "single" if config.num_labels > 1 else "regression"
+    config.n_labels = config.num_labels + 1      # mapped onto num_labels
+    if config.problem_type == "single":
+        x = x * config.num_labels
+    try:
+        config.num_labels = -1
+    except ValueError:
+        x = x + 1
+    return x
+
+
+def test_custom_setattr_and_getattribute_on_an_existing_object():
+    c_eager, c_comp = Config(), Config()
+    comp, be = compile_counting(loss_like_hf)
+    x = t(3)
+    for _ in range(2):
+        expected = loss_like_hf(x, c_eager)
+        actual = comp(x, c_comp)
+        assert torch.equal(actual, expected)
+        assert vars(c_comp) == vars(c_eager)
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+    assert be.count == 2  # problem_type was None on the first call only: one more entry
+
+
+def test_write_through_held_instance_dict_then_read():
+    class Plain:
+        pass
+
+    def f(x, o):
+        d = o.__dict__
+        o.a = x + 1           # an item of d now
+        n = len(d)
+        b = o.a * 2           # read after the write
+        d["c"] = 3
+        return b + o.c + n, "a" in d
+
+    o1, o2 = Plain(), Plain()
+    o1.z = o2.z = 1
+    comp, be = compile_counting(f)
+    x = t(2)
+    e = f(x, o2)
+    a = comp(x, o1)
+    assert torch.equal(a[0], e[0]) and a[1] == e[1]
+    assert vars(o1).keys() == vars(o2).keys() and torch.equal(o1.a, o2.a) and o1.c == o2.c
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+# ---------------------------------------------------------------------------
+# dicts keyed by identity-hashed objects (typing forms, modules, user objects)
+
+import typing
+
+_OPT_INT = typing.Optional[int]
+_VALIDATORS = {typing.Union: 1, typing.Literal: 2, list: 3, dict: 4}
+_MODS = [nn.ReLU(), nn.Tanh()]
+_BY_MODULE = {_MODS[0]: 2.0, _MODS[1]: 3.0}
+
+
+class Token:
+    pass
+
+
+_TOK = Token()
+_BY_TOKEN = {_TOK: 5}
+
+
+def test_existing_dict_with_identity_hashed_keys():
+    def f(x):
+        origin = typing.get_origin(_OPT_INT)
+        k = _VALIDATORS.get(origin, 0) + _VALIDATORS.get(tuple, 0)
+        m = _MODS[1]
+        return x * k + m(x) * _BY_MODULE[m] + _BY_TOKEN[_TOK] + (Token() in _BY_TOKEN)
+    assert_same(f, t(3))

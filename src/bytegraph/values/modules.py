@@ -285,6 +285,11 @@ class _ObjectSlot(Value):
                 and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
             # a class's own __getattribute__ handing the read to object's
             return self.receiver.generic_get_attr(tx, args[0].as_constant())
+        if self.name == "__setattr__" and type(self.receiver) is UserObjectValue and len(args) == 2 \
+                and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
+            # a class's own __setattr__ handing the write to object's
+            self.receiver.generic_set_attr(tx, args[0].as_constant(), args[1])
+            return NONE
         raise Unsupported(f"object.{self.name} through super()", kind="unsupported_attribute")
 
 

@@ -257,8 +257,24 @@ class UserObjectValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
-        self._check_dict_coherent(tx, name, writing=False)
+        held = self._held_dict(tx)
+        if held is not None and held in tx.side_effects.mutated and not _has_data_descriptor(type(self.obj), name):
+            # the trace holds ``obj.__dict__`` and changed it: that dict value is
+            # the instance's state, read by name here as Python reads it
+            key = const(name)
+            if held.contains(key):
+                return held.getitem(tx, key)
+            if name in _instance_dict(self.obj):
+                raise Unsupported(f"{type(self.obj).__name__}.{name} removed through its __dict__",
+                                  kind="unsupported_attribute")
+        else:
+            self._check_dict_coherent(tx, name, writing=False)
         return lookup_attr(tx, self, self.obj, name, generic=python_getattribute(type(self.obj)) is not None)
+
+    def _held_dict(self, tx):
+        """The dict value the trace holds for ``obj.__dict__``, if any."""
+        inst_dict = _instance_dict(self.obj)
+        return tx.side_effects.existing(inst_dict) if inst_dict is not None else None
 
     def _check_dict_coherent(self, tx, name, writing: bool) -> None:
         """The instance dict and the attributes are one state, modelled twice:
@@ -277,9 +293,32 @@ class UserObjectValue(Value):
                               kind="unsupported_attribute")
 
     def set_attr(self, tx, name, value):
-        if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
+        cls = type(self.obj)
+        hook = special_lookup(cls, "__setattr__")
+        if isinstance(hook, types.FunctionType):
+            # ``obj.name = v`` is ``type(obj).__setattr__(obj, name, v)``: run it in
+            # the trace (its ``super().__setattr__`` comes back to generic_set_attr)
+            guard_class_lookup(tx, cls, "__setattr__", owner_of(cls, "__setattr__"))
+            fn = tx.wrap(hook, AttrSource(AttrSource(self.source, "__class__"), "__setattr__"))
+            fn.call(tx, [self, const(name), value], {})
+            return
+        self.generic_set_attr(tx, name, value)
+
+    def generic_set_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``."""
+        if _has_data_descriptor(type(self.obj), name) or (
+                special_lookup(type(self.obj), "__setattr__") is not object.__dict__["__setattr__"]
+                and not isinstance(special_lookup(type(self.obj), "__setattr__"), types.FunctionType)):
             raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
                               kind="unsupported_setattr")
+        held = self._held_dict(tx)
+        if held is not None and name != "__dict__" and not tx.side_effects.attr_writes.get(self):
+            # the trace holds ``obj.__dict__``: the write is an item of that dict
+            # (what object.__setattr__ does with no data descriptor), so reads
+            # through either view see it
+            from .operators import setitem
+            setitem(tx, held, const(name), value)
+            return
         self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
         tx.side_effects.store_attr(self, name, value)
