@@ -291,11 +291,11 @@ def _literal(k) -> bool:
 
 
 def _identity_key(k) -> bool:
-    """A dict key that equals only itself: a class (whose metaclass keeps
-    type's ``==`` and hash), a function, an enum member, or any object whose
-    class keeps object's ``==`` and hash (a module, ``typing.Union``, a user
-    object).  ``DICT_KEYS`` guards compare such keys by identity (and hold
-    them, so an id is never reused while the entry lives)."""
+    """A dict key that equals only itself and lives as long as its program:
+    a class (whose metaclass keeps type's ``==`` and hash), a function, an
+    enum member, or one of ``typing``'s forms (``Union``, ``Literal``: module
+    level singletons).  ``DICT_KEYS`` guards compare such keys by identity,
+    and hold them (so any other object would live longer than in Python)."""
     t = type(k)
     if isinstance(k, type):
         return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
@@ -303,7 +303,7 @@ def _identity_key(k) -> bool:
         return t.__eq__ is object.__eq__
     if t in (types.FunctionType, types.BuiltinFunctionType):
         return True
-    return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__ and t not in _WEAKREF_PROXIES
+    return t.__module__ == "typing" and t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
 
 
 def _is_stateless_module(obj) -> bool:

@@ -133,6 +133,19 @@ def _setattr(tx, args, kwargs):
     return NONE
 
 
+def _object_setattr(tx, args, kwargs):
+    """``object.__setattr__(obj, name, value)``: the write without the class's own ``__setattr__``."""
+    from .modules import NewObjectValue
+    from .objects import UserObjectValue
+    if len(args) != 3 or kwargs:
+        raise Unsupported("object.__setattr__ with unusual arguments", kind="unsupported_setattr")
+    target = args[0]
+    if type(target) not in (NewObjectValue, UserObjectValue) or issubclass(target.python_type(), dict):
+        raise Unsupported(f"object.__setattr__ on a {target.type_name()}", kind="unsupported_setattr")
+    target.generic_set_attr(tx, _attr_name(tx, args[1]), args[2])
+    return NONE
+
+
 def _delattr(tx, args, kwargs):
     args[0].del_attr(tx, _attr_name(tx, args[1]))
     return NONE
@@ -446,7 +459,8 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
     # (the class's own __module__: a metaclass may shadow it with a property)
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     if isinstance(module, str) and module != "builtins" and (
-            not module.startswith("torch") or cls is torch.nn.ModuleList or cls is torch.nn.Sequential):
+            not module.startswith("torch") or cls is torch.nn.ModuleList or cls is torch.nn.Sequential
+            or module == "torch.utils._pytree"):  # (TreeSpec & co: plain Python dataclasses)
         from .modules import construct_user_object
         return construct_user_object(tx, cls, list(args), dict(kwargs))
     from .fresh_modules import construct_fresh_module, is_torch_module_class
@@ -592,7 +606,7 @@ def _graph_break(tx, args, kwargs):
 BUILTIN_HANDLERS: Dict[object, Handler] = {
     len: _len, isinstance: _isinstance, issubclass: _issubclass, range: _range,
     abs: _abs, getattr: _getattr, hasattr: _hasattr,
-    setattr: _setattr, delattr: _delattr, callable: _callable, type: _type, print: _print,
+    setattr: _setattr, delattr: _delattr, object.__setattr__: _object_setattr, callable: _callable, type: _type, print: _print,
     int: _scalar_type(int), float: _scalar_type(float), bool: _scalar_type(bool),
     str: _scalar_type(str), complex: _scalar_type(complex),
     tuple: _tuple, list: _list, set: _set, frozenset: _frozenset, dict: _dict, sorted: _sorted,
@@ -684,7 +698,7 @@ def builtin_handler(obj):
     # Only functions and plain classes can be table keys; looking anything
     # else up would hash it, which may run a user's __hash__ at trace time.
     t = type(obj)
-    if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
+    if not (t in (types.BuiltinFunctionType, types.FunctionType, types.WrapperDescriptorType) or t is type):
         return None
     return BUILTIN_HANDLERS.get(obj)
 

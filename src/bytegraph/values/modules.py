@@ -285,7 +285,7 @@ class _ObjectSlot(Value):
                 and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
             # a class's own __getattribute__ handing the read to object's
             return self.receiver.generic_get_attr(tx, args[0].as_constant())
-        if self.name == "__setattr__" and type(self.receiver) is UserObjectValue and len(args) == 2 \
+        if self.name == "__setattr__" and type(self.receiver) in (UserObjectValue, NewObjectValue) and len(args) == 2 \
                 and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
             # a class's own __setattr__ handing the write to object's
             self.receiver.generic_set_attr(tx, args[0].as_constant(), args[1])
@@ -386,6 +386,16 @@ class NewObjectValue(Value):
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
+        method = self._dunder(tx, "__setattr__") if not issubclass(self.cls, dict) else None
+        if method is not None:
+            # the class's own Python __setattr__ (a frozen dataclass's, a
+            # validator): run it; ``object.__setattr__`` comes back below
+            method.call(tx, [const(name), value], {})
+            return
+        self.generic_set_attr(tx, name, value)
+
+    def generic_set_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``."""
         self._guard_lookup(tx, name)
         slots = _slot_names(self.cls)
         if self._data_descriptor(name) is not None:
@@ -400,6 +410,10 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        method = self._dunder(tx, "__delattr__") if not issubclass(self.cls, dict) else None
+        if method is not None:
+            method.call(tx, [const(name)], {})
+            return
         self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fdel", [])
@@ -612,7 +626,8 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
         return special_lookup(cls, name) is not object.__dict__[name]
     if own("__new__") and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if (own("__setattr__") or own("__delattr__")) and not issubclass(cls, dict):
+    if any(own(n) and not isinstance(special_lookup(cls, n), types.FunctionType) for n in ("__setattr__", "__delattr__")) \
+            and not issubclass(cls, dict):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
                           kind="unsupported_class_call")
     if (own("__getattribute__") and not issubclass(cls, dict)) or intercepts_attribute_reads(cls):
