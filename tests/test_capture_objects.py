@@ -530,3 +530,67 @@ def test_custom_setattr_on_an_object_made_in_the_trace():
             o.w = 2
         return o.v_ * o.w_, hasattr(o, "v"), hasattr(o, "w_")
     assert_same(f, t(3))
+
+
+# ---------------------------------------------------------------------------
+# itertools.count / repeat / cycle / compress made in the trace
+
+import itertools
+
+
+def test_itertools_count_repeat_cycle_compress():
+    def f(x):
+        c = itertools.count(2, 3)
+        cf = itertools.count(0.1, 0.1)
+        a = x * next(c) + next(c) + next(cf) + next(cf) + next(cf)
+        r = sum(itertools.repeat(x.sin(), 3))
+        cy = itertools.cycle([1, 2])
+        b = [next(cy) for _ in range(5)]
+        sel = [t.cos() for t in itertools.compress([x, x + 1, x + 2, x + 3], [1, 0, True])]
+        z = list(zip(itertools.count(), "abc"))
+        return a, r, b, sel, z, list(itertools.repeat(x, 2))[1] is x
+    assert_same(f, t(3))
+
+
+def test_itertools_objects_that_escape_keep_their_state():
+    def f(x):
+        c = itertools.count(5)
+        next(c)
+        r = itertools.repeat(x, 3)
+        next(r)
+        return x + 1, c, r, itertools.cycle([x]), itertools.repeat(1)
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    a = comp(x)
+    assert next(a[1]) == 6 and list(a[2]) == [x, x] and next(a[3]) is x and next(a[4]) == 1
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+def test_itertools_pull_order_is_cpythons():
+    log = []
+
+    def gen(name, items):
+        for i in items:
+            log.append((name, i))
+            yield i
+
+    def f(x):
+        out = list(itertools.compress(gen("d", [1, 2, 3]), gen("s", [0, 1])))
+        cy = itertools.cycle(gen("c", [7, 8]))
+        first = [next(cy) for _ in range(3)]
+        return x + sum(out) + sum(first)
+
+    assert_same(f, t(2), graphs=None)
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+    half = len(log) // 2
+    assert log[:half] == log[half:]
+
+
+def test_itertools_count_rejects_non_numbers_like_python():
+    def f(x):
+        try:
+            itertools.count("a")
+        except TypeError as e:
+            return x + 1, str(e)
+    assert_same(f, t(2))

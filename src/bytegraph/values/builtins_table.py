@@ -27,6 +27,7 @@ from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
+from .itertools_more import MORE_ITERTOOLS_HANDLERS
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
@@ -634,6 +635,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.index: _constant_fn(operator.index),
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
+BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
