@@ -594,3 +594,74 @@ def test_itertools_count_rejects_non_numbers_like_python():
         except TypeError as e:
             return x + 1, str(e)
     assert_same(f, t(2))
+
+
+# ---------------------------------------------------------------------------
+# collections.deque
+
+def test_deque_made_in_the_trace():
+    def f(x):
+        d = collections.deque(maxlen=3)
+        for i in range(5):
+            d.append(x * i)
+        d.rotate(1)
+        a = d.popleft()
+        d.appendleft(x)
+        d.extend([x + 1])
+        d.extendleft([x - 1, x - 2])
+        e = collections.deque([1, 2, 3])
+        e.rotate(-1)
+        e.remove(3)
+        e.insert(0, 9)
+        e.reverse()
+        try:
+            collections.deque().pop()
+        except IndexError as err:
+            msg = str(err)
+        return a + sum(d) + len(d), list(e), e.count(9), e.index(1), d.maxlen, bool(collections.deque()), \
+            d[0], d[-1], msg, list(d), type(d).__name__, list(d.copy())[0] is d[0]
+    assert_same(f, t(3))
+
+
+def test_existing_deque_is_read_and_changed_in_place():
+    def f(x, d):
+        d.append(x * 2)
+        first = d.popleft()
+        d[0] = d[0] + 1
+        return first + d[-1], len(d)
+
+    comp, be = compile_counting(f)
+    x = t(3)
+    de = collections.deque([x, x + 1, x + 2], maxlen=4)
+    dc = collections.deque([x, x + 1, x + 2], maxlen=4)
+    for _ in range(2):
+        e, a = f(x, de), comp(x, dc)
+        assert torch.equal(a[0], e[0]) and a[1] == e[1]
+        assert len(dc) == len(de) and all(torch.equal(p, q) for p, q in zip(dc, de))
+        assert dc.maxlen == 4
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+
+
+def test_deque_mutated_during_iteration_raises():
+    def f(x):
+        d = collections.deque([1, 2])
+        try:
+            for v in d:
+                d.append(v)
+        except RuntimeError as e:
+            return x + len(d), str(e)
+    assert_same(f, t(2))
+
+
+def test_deque_made_in_the_trace_escapes():
+    def f(x):
+        d = collections.deque([x, x + 1], maxlen=2)
+        d.append(x * 3)
+        return d, [d]
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    a, e = comp(x), f(x)
+    assert type(a[0]) is collections.deque and a[0].maxlen == 2 and a[1][0] is a[0]
+    assert all(torch.equal(p, q) for p, q in zip(a[0], e[0])) and len(a[0]) == 2
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0

@@ -289,6 +289,11 @@ class Codegen:
                 self.reconstruct(k)
                 self.reconstruct(v)
             self.emit("BUILD_MAP", arg=len(target.entries))
+        elif hasattr(target, "staged_items"):
+            # a value whose new items are built first, then written in by apply_staged
+            for item in target.staged_items():
+                self.reconstruct(item)
+            self.emit("BUILD_LIST", arg=len(target.staged_items()))
         elif hasattr(target, "apply_new_state"):
             return None  # a value that writes its own state into the real object
         elif isinstance(target, SetValue):
@@ -317,6 +322,9 @@ class Codegen:
             # the same operations as eager, so the real table (and with it the
             # iteration order) ends up the same
             target.replay_ops(self)
+            return
+        if hasattr(target, "apply_staged"):
+            target.apply_staged(self, temp)
             return
         if hasattr(target, "apply_new_state"):
             target.apply_new_state(self)

@@ -27,6 +27,7 @@ from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
+from .deques import construct_deque
 from .itertools_more import MORE_ITERTOOLS_HANDLERS
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
@@ -636,6 +637,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
+BUILTIN_HANDLERS[collections.deque] = lambda tx, args, kwargs: construct_deque(tx, args, kwargs)
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):

@@ -1,0 +1,316 @@
+"""``collections.deque``: made in the trace, or an existing one read and
+changed (its new contents written back in place after the graph)."""
+
+from __future__ import annotations
+
+import collections
+from typing import List, Optional
+
+from ..errors import Unsupported
+from .base import Value, check_release
+from .constants import NONE, const
+from .containers import IteratorValue, check_arity
+
+
+class DequeValue(Value):
+    """A ``collections.deque``: its items (values) and ``maxlen``.  Changes
+    bump ``version`` (an iterator over it raises as CPython's does when the
+    deque changes under it).  A pre-existing deque carries a source and is
+    rewritten in place (``clear`` + ``extend``) when the trace changed it."""
+
+    __slots__ = ("items", "maxlen", "version")
+
+    def __init__(self, items: List[Value], maxlen: Optional[int], source=None):
+        super().__init__(source)
+        self.items, self.maxlen, self.version = list(items), maxlen, 0
+
+    def python_type(self):
+        return collections.deque
+
+    def real_object(self):
+        return None  # one real deque is one value (side-effect table)
+
+    # -- state ------------------------------------------------------------
+    def _changed(self, tx):
+        tx.side_effects.mutate(self)
+        self.version += 1
+
+    def _push(self, tx, v: Value, left: bool) -> None:
+        if self.maxlen == 0:
+            return
+        if left:
+            self.items.insert(0, v)
+        else:
+            self.items.append(v)
+        if self.maxlen is not None and len(self.items) > self.maxlen:
+            check_release(self.items.pop(-1 if left else 0))
+
+    def _pull_all(self, tx, iterable: Value) -> List[Value]:
+        from .generators import iterate
+        if iterable is self:
+            return list(self.items)  # (CPython copies a deque extended by itself)
+        return iterate(tx, iterable).unpack(tx)
+
+    def call_method(self, tx, name, args, kwargs):
+        handler = _METHODS.get(name)
+        if handler is None:
+            raise Unsupported(f"method {name}() of deque", kind="unsupported_method")
+        check_arity(tx, handler, getattr(collections.deque(), name), args, kwargs)
+        return handler(tx, self, *args, **kwargs)
+
+    def get_attr(self, tx, name):
+        if name == "maxlen":
+            return const(self.maxlen)
+        return super().get_attr(tx, name)
+
+    # -- protocols --------------------------------------------------------
+    def has_len(self):
+        return True
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def get_iter(self, tx):
+        return DequeIteratorValue(self)
+
+    def _index(self, tx, index: Value) -> int:
+        i = index.as_constant()
+        if type(i) is not int and not hasattr(type(i), "__index__"):
+            tx.raise_python_exception(TypeError(f"sequence index must be integer, not '{type(i).__name__}'"))
+        i = i.__index__()
+        n = len(self.items)
+        if not -n <= i < n:
+            tx.raise_python_exception(IndexError("deque index out of range"))
+        return i % n
+
+    def getitem(self, tx, index):
+        return self.items[self._index(tx, index)]
+
+    def setitem(self, tx, index, value):
+        i = self._index(tx, index)
+        check_release(self.items[i])
+        self._changed(tx)
+        self.items[i] = value
+
+    def delitem(self, tx, index):
+        i = self._index(tx, index)
+        check_release(self.items[i])
+        self._changed(tx)
+        del self.items[i]
+
+    def children(self):
+        return list(self.items)
+
+    def reconstruct(self, cg):
+        cg.push_callable(collections.deque)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST", arg=len(self.items))
+        cg.load_object(self.maxlen)
+        cg.call(2)
+
+    # (codegen's replay protocol for a changed pre-existing deque)
+    def staged_items(self):
+        return self.items
+
+    def apply_staged(self, cg, temp: str) -> None:
+        cg.load_target(self)
+        cg.call_method("clear", lambda: 0)
+        cg.emit("POP_TOP")
+        cg.load_target(self)
+
+        def push_temp():
+            cg.emit("LOAD_FAST", temp)
+            return 1
+        cg.call_method("extend", push_temp)
+        cg.emit("POP_TOP")
+
+    def __repr__(self):
+        return f"DequeValue({self.items}, maxlen={self.maxlen})"
+
+
+class DequeIteratorValue(IteratorValue):
+    """``iter(deque)``: raises ``RuntimeError`` if the deque changes while it is iterated."""
+
+    __slots__ = ("dq", "pos", "version")
+
+    def __init__(self, dq: DequeValue):
+        super().__init__([])
+        self.dq, self.pos, self.version = dq, 0, dq.version
+
+    def next(self, tx):
+        if self.dq.version != self.version:
+            tx.raise_python_exception(RuntimeError("deque mutated during iteration"))
+        if self.pos >= len(self.dq.items):
+            return None
+        v = self.dq.items[self.pos]
+        self.pos += 1
+        return v
+
+    def children(self):
+        return (self.dq,)
+
+    def reconstruct(self, cg):
+        raise Unsupported("a deque iterator outlives the trace", kind="generator_object")
+
+
+def _append(tx, dq, v):
+    dq._changed(tx)
+    dq._push(tx, v, left=False)
+    return NONE
+
+
+def _appendleft(tx, dq, v):
+    dq._changed(tx)
+    dq._push(tx, v, left=True)
+    return NONE
+
+
+def _extend(tx, dq, iterable):
+    items = dq._pull_all(tx, iterable)
+    dq._changed(tx)
+    for v in items:
+        dq._push(tx, v, left=False)
+    return NONE
+
+
+def _extendleft(tx, dq, iterable):
+    items = dq._pull_all(tx, iterable)
+    dq._changed(tx)
+    for v in items:
+        dq._push(tx, v, left=True)
+    return NONE
+
+
+def _pop(tx, dq, left=False):
+    if not dq.items:
+        tx.raise_python_exception(IndexError("pop from an empty deque"))
+    dq._changed(tx)
+    v = dq.items.pop(0 if left else -1)
+    check_release(v)
+    return v
+
+
+def _rotate(tx, dq, n=None):
+    k = 1 if n is None else n.as_constant()
+    if type(k) is not int:
+        raise Unsupported("deque.rotate by a non-int", kind="unsupported_method")
+    dq._changed(tx)
+    if dq.items:
+        k %= len(dq.items)
+        dq.items[:] = dq.items[-k:] + dq.items[:-k] if k else dq.items
+    return NONE
+
+
+def _clear(tx, dq):
+    dq._changed(tx)
+    for v in dq.items:
+        check_release(v)
+    dq.items.clear()
+    return NONE
+
+
+def _copy(tx, dq):
+    return DequeValue(dq.items, dq.maxlen)
+
+
+def _reverse(tx, dq):
+    dq._changed(tx)
+    dq.items.reverse()
+    return NONE
+
+
+def _equal_item(tx, a: Value, b: Value) -> bool:
+    from .operators import _equal, same_object
+    if same_object(tx, a, b):
+        return True
+    eq = _equal(tx, a, b, item=True)
+    if eq is None:
+        raise Unsupported(f"deque item comparison of {a.type_name()} and {b.type_name()}",
+                          kind="unsupported_operator")
+    return eq
+
+
+def _count(tx, dq, x):
+    return const(sum(_equal_item(tx, v, x) for v in list(dq.items)))
+
+
+def _index(tx, dq, x, start=None, stop=None):
+    if start is not None or stop is not None:
+        raise Unsupported("deque.index with bounds", kind="unsupported_method")
+    for i, v in enumerate(list(dq.items)):
+        if _equal_item(tx, v, x):
+            return const(i)
+    tx.raise_python_exception(ValueError(f"{x.type_name()} is not in deque"))
+
+
+def _remove(tx, dq, x):
+    for i, v in enumerate(dq.items):
+        if _equal_item(tx, v, x):
+            dq._changed(tx)
+            check_release(dq.items.pop(i))
+            return NONE
+    tx.raise_python_exception(ValueError("deque.remove(x): x not in deque"))
+
+
+def _insert(tx, dq, i, x):
+    if dq.maxlen is not None and len(dq.items) >= dq.maxlen:
+        tx.raise_python_exception(IndexError("deque already at its maximum size"))
+    dq._changed(tx)
+    dq.items.insert(i.as_constant(), x)
+    return NONE
+
+
+def _popleft(tx, dq):
+    return _pop(tx, dq, left=True)
+
+
+def _pop_right(tx, dq):
+    return _pop(tx, dq)
+
+
+def _len(tx, dq):
+    return const(len(dq.items))
+
+
+_METHODS = {
+    "__len__": _len,
+    "append": _append, "appendleft": _appendleft, "extend": _extend, "extendleft": _extendleft,
+    "pop": _pop_right, "popleft": _popleft, "rotate": _rotate, "clear": _clear, "copy": _copy,
+    "reverse": _reverse, "count": _count, "index": _index, "remove": _remove, "insert": _insert,
+}
+
+
+def construct_deque(tx, args, kwargs) -> Value:
+    """``collections.deque([iterable[, maxlen]])``."""
+    if len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
+        raise Unsupported("collections.deque with these arguments", kind="unsupported_class_call")
+    iterable = args[0] if args else kwargs.get("iterable")
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
+    m = None if maxlen is None else maxlen.as_constant()
+    if m is not None and (type(m) is not int or m < 0):
+        try:
+            collections.deque((), m)
+        except (TypeError, ValueError) as e:
+            tx.raise_python_exception(e)
+        raise Unsupported("deque maxlen that is not an int", kind="unsupported_class_call")
+    dq = DequeValue([], m)
+    if iterable is not None:
+        _extend(tx, dq, iterable)
+    return dq
+
+
+def wrap_existing_deque(tx, obj: collections.deque, source) -> DequeValue:
+    """A deque from outside: guarded by type, length and maxlen; items read by index."""
+    from ..guards import Guard
+    from ..sources import AttrSource, ItemSource
+    tx.guards.add(Guard("TYPE_MATCH", source, collections.deque))
+    tx.guards.add(Guard("LEN_MATCH", source, len(obj)))
+    tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(source, "maxlen"), obj.maxlen))
+    value = DequeValue([], obj.maxlen, source)
+    tx.side_effects.track_existing(obj, value)
+    value.items = [tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
+    return value
