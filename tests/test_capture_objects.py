@@ -665,3 +665,72 @@ def test_deque_made_in_the_trace_escapes():
     assert type(a[0]) is collections.deque and a[0].maxlen == 2 and a[1][0] is a[0]
     assert all(torch.equal(p, q) for p, q in zip(a[0], e[0])) and len(a[0]) == 2
     assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+# ---------------------------------------------------------------------------
+# breaks inside while / for / try: frames and graphs (torch.compile as reference)
+
+def _loop_fns(brk):
+    def while_loop(x):
+        i = 0
+        while i < 3:
+            x = x.sin()
+            brk()
+            x = x.cos()
+            i += 1
+        return x + 1
+
+    def for_loop(x):
+        for i in range(3):
+            x = x.sin()
+            brk()
+            x = x.cos()
+        return x + 1
+
+    def try_block(x):
+        try:
+            x = x.sin()
+            brk()
+            x = x.cos()
+        except ValueError:
+            x = x + 5
+        finally:
+            x = x * 2
+        return x + 1
+    return [while_loop, for_loop, try_block]
+
+
+# most graphs bytegraph may make for each (measured: the while loop's resumed
+# body is compiled for i == 0, then with i dynamic, then for the exit path,
+# since 3.11 repeats the loop test at the bottom of the body)
+_MAX_GRAPHS = {"while_loop": 5, "for_loop": 3, "try_block": 2}
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_break_inside_loops_and_try_captures_at_least_what_torch_compile_does(index):
+    import torch._dynamo as dynamo
+    bg_fn = _loop_fns(bytegraph.graph_break)[index]
+    dy_fn = _loop_fns(dynamo.graph_break)[index]
+    x = t(4)
+    comp, be = compile_counting(bg_fn)
+    for _ in range(2):
+        assert torch.allclose(comp(x), bg_fn(x))
+    before = bytegraph.stats()
+    assert torch.allclose(comp(x), bg_fn(x))
+    after = bytegraph.stats()
+    assert after.recompiles == before.recompiles and after.frames_compiled == before.frames_compiled
+    assert after.eager_fallbacks == 0
+    assert be.count <= _MAX_GRAPHS[bg_fn.__name__]
+
+    dynamo.reset()
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    ref = torch.compile(dy_fn, backend=counting)
+    for _ in range(2):
+        ref(x)
+    dynamo.reset()
+    ops = lambda gs: sum(n.op == "call_function" or n.op == "call_method" for g in gs for n in g.graph.nodes)
+    assert ops(be.graphs) >= ops(graphs)
