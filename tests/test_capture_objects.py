@@ -734,3 +734,50 @@ def test_break_inside_loops_and_try_captures_at_least_what_torch_compile_does(in
     dynamo.reset()
     ops = lambda gs: sum(n.op == "call_function" or n.op == "call_method" for g in gs for n in g.graph.nodes)
     assert ops(be.graphs) >= ops(graphs)
+
+
+# ---------------------------------------------------------------------------
+# user iterators: next() on objects with a Python __next__
+
+class Countdown:
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.n <= 0:
+            raise StopIteration
+        self.n -= 1
+        return self.n
+
+
+def test_next_on_user_iterators():
+    class NotIter:
+        pass
+
+    def f(x, outside):
+        it = Countdown(3)
+        for v in it:
+            if v == 1:
+                break
+        a = next(it)
+        b = next(it, -5)
+        try:
+            next(it)
+        except StopIteration:
+            c = "stop"
+        try:
+            next(NotIter())
+        except TypeError as e:
+            d = str(e)
+        return x + a + b + next(outside) + next(outside, 7), c, d, outside.n
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    for _ in range(2):
+        oe, oc = Countdown(1), Countdown(1)
+        e, a = f(x, oe), comp(x, oc)
+        assert torch.equal(a[0], e[0]) and a[1:] == e[1:] and oc.n == oe.n == 0
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0 and bytegraph.stats().recompiles == 0

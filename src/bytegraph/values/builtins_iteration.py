@@ -156,13 +156,39 @@ def _next(tx, args, kwargs):
         tx.raise_python_exception(TypeError("next expected 1 or 2 positional arguments"))
     it = args[0]
     if not isinstance(it, IteratorValue):
-        raise Unsupported(f"next() on {it.type_name()}", kind="unsupported_builtin")
+        return _next_of_object(tx, it, args[1] if len(args) > 1 else None)
     v = it.next(tx)
     if v is None:
         if len(args) > 1:
             return args[1]
         raise_stop_iteration(tx, it.result if isinstance(it, GeneratorValue) else NONE)
     return v
+
+
+def _next_of_object(tx, obj: Value, default):
+    """``next(obj[, default])`` for an instance of a user class: its type's
+    ``__next__`` runs in the trace; a ``StopIteration`` it raises becomes
+    ``default`` when one is given, else propagates as raised."""
+    from ..errors import UserException
+    from .modules import NewObjectValue
+    from .objects import NO_ATTR, UserObjectValue, special_lookup
+    if type(obj) not in (UserObjectValue, NewObjectValue):
+        raise Unsupported(f"next() on {obj.type_name()}", kind="unsupported_builtin")
+    cls = obj.python_type()
+    method = obj.dunder(tx, "__next__") if isinstance(obj, UserObjectValue) else obj._dunder(tx, "__next__")
+    if method is None:
+        if special_lookup(cls, "__next__") is NO_ATTR:
+            tx.raise_python_exception(TypeError(f"'{cls.__name__}' object is not an iterator"))
+        raise Unsupported(f"next() on {cls.__name__} (its __next__ is not a Python function)",
+                          kind="unsupported_builtin")
+    if default is None:
+        return method.call(tx, [], {})
+    try:
+        return method.call(tx, [], {})
+    except UserException as e:
+        if issubclass(e.value.python_type(), StopIteration):
+            return default
+        raise
 
 
 def _items_with_keys(tx, iterable: Value, key):
