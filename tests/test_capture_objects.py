@@ -781,3 +781,57 @@ def test_next_on_user_iterators():
         e, a = f(x, oe), comp(x, oc)
         assert torch.equal(a[0], e[0]) and a[1:] == e[1:] and oc.n == oe.n == 0
     assert be.count == 1 and bytegraph.stats().graph_breaks == 0 and bytegraph.stats().recompiles == 0
+
+
+# ---------------------------------------------------------------------------
+# descriptors written in Python, on objects made in the trace
+
+class Scaled:
+    """A data descriptor: stores a scaled value under a private name."""
+
+    def __set_name__(self, owner, name):
+        self.private = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return getattr(obj, self.private, 0) * 10
+
+    def __set__(self, obj, value):
+        setattr(obj, self.private, value + 1)
+
+    def __delete__(self, obj):
+        delattr(obj, self.private)
+
+
+class Doubler:
+    """A non-data descriptor (``__get__`` only): the instance dict shadows it."""
+
+    def __get__(self, obj, owner=None):
+        return obj.base * 2
+
+
+class WithDescriptors:
+    s = Scaled()
+    d = Doubler()
+
+    def __init__(self, base):
+        self.base = base
+
+
+def test_python_descriptors_on_objects_made_in_the_trace():
+    def f(x):
+        w = WithDescriptors(x)
+        a = w.s
+        w.s = 2
+        b = w.s
+        c = w.d
+        w.d = x + 100          # an instance attribute now shadows the non-data descriptor
+        del w.s
+        return a, b, c, w.d, w.s, w
+    comp, be = compile_counting(f)
+    x = t(2)
+    e, a = f(x), comp(x)
+    assert a[:2] == e[:2] and torch.equal(a[2], e[2]) and torch.equal(a[3], e[3]) and a[4] == e[4]
+    assert type(a[5]) is WithDescriptors and "_s" not in vars(a[5])
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0

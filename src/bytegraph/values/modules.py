@@ -331,8 +331,7 @@ class NewObjectValue(Value):
         """Run the getter, setter or deleter of property ``name``, as Python would."""
         klass, prop = self._data_descriptor(name)
         if type(prop) is not property:
-            raise Unsupported(f"data descriptor {self.cls.__name__}.{name} ({type(prop).__name__}) of an object "
-                              "made in the trace", kind="unsupported_attribute")
+            return self._descriptor_call(tx, klass, name, prop, which, args)
         fn = getattr(prop, which)
         if fn is None:
             what = {"fget": "getter", "fset": "setter", "fdel": "deleter"}[which]
@@ -340,6 +339,20 @@ class NewObjectValue(Value):
                 f"property '{name}' of '{self.cls.__name__}' object has no {what}"))
         src = AttrSource(AttrSource(ObjectSource(klass, klass.__qualname__), name), which)
         return tx.wrap(fn, src).call(tx, [self, *args], {})
+
+    def _descriptor_call(self, tx, klass, name, desc, which: str, args):
+        """``desc.__get__(obj, cls)`` / ``__set__(obj, v)`` / ``__delete__(obj)``
+        for a descriptor whose class defines that method in Python."""
+        method_name = {"fget": "__get__", "fset": "__set__", "fdel": "__delete__"}[which]
+        method = special_lookup(type(desc), method_name)
+        if not isinstance(method, types.FunctionType):
+            raise Unsupported(f"descriptor {self.cls.__name__}.{name} ({type(desc).__name__}) of an object "
+                              "made in the trace", kind="unsupported_attribute")
+        desc_src = ItemSource(AttrSource(ObjectSource(klass, klass.__qualname__), "__dict__"), name)
+        desc_value = tx.wrap(desc, desc_src)
+        fn = tx.wrap(method, AttrSource(AttrSource(desc_src, "__class__"), method_name))
+        extra = [tx.wrap(self.cls, None)] if which == "fget" else list(args)
+        return fn.call(tx, [desc_value, self, *extra], {})
 
     def _guard_lookup(self, tx, name):
         """What the class's MRO says about ``name`` (found where, or absent)
@@ -372,8 +385,11 @@ class NewObjectValue(Value):
                                                     name))
                 if isinstance(attr, types.MemberDescriptorType) and name in (_slot_names(self.cls) or ()):
                     break  # a slot not set in the trace: unset
+                if isinstance(special_lookup(type(attr), "__get__"), types.FunctionType):
+                    # a non-data descriptor written in Python: its __get__ runs in the trace
+                    return self._descriptor_call(tx, klass, name, attr, "fget", [])
                 if hasattr(type(attr), "__get__"):
-                    # another descriptor (cached_property, a C method...): its result is not modelled
+                    # another descriptor (a C method...): its result is not modelled
                     raise Unsupported(f"descriptor {self.cls.__name__}.{name} of an object made in the trace",
                                       kind="unsupported_attribute")
                 return tx.wrap(attr, src)
