@@ -835,3 +835,48 @@ def test_python_descriptors_on_objects_made_in_the_trace():
     assert a[:2] == e[:2] and torch.equal(a[2], e[2]) and torch.equal(a[3], e[3]) and a[4] == e[4]
     assert type(a[5]) is WithDescriptors and "_s" not in vars(a[5])
     assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+# ---------------------------------------------------------------------------
+# numpy dtype / finfo / iinfo and numpy scalars
+
+import numpy as np
+
+NP_HALF = np.float32(0.5)
+NP_NEG_ZERO = np.float64(-0.0)
+
+
+def test_numpy_type_info_and_scalars():
+    def f(x):
+        lo = float(np.finfo(np.float32).min)
+        eps = float(np.finfo("float32").eps)
+        big = np.iinfo(np.int8).max
+        size = np.dtype("float32").itemsize + np.dtype(np.int64).itemsize
+        return x.clamp(min=lo) + eps * 1e6 + big + size + float(NP_HALF * 2) + int(np.int64(3)), \
+            np.finfo(np.float32) is np.finfo(np.float32), math_copysign(float(NP_NEG_ZERO))
+    assert_same(f, t(3))
+
+
+def test_numpy_scalar_guard_tells_negative_zero_apart():
+    holder = {"v": np.float64(0.0)}
+
+    def f(x):
+        return x * (1.0 / float(holder["v"]) if float(holder["v"]) != 0 else 1.0) + \
+            (math_copysign(float(holder["v"])))
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    assert torch.equal(comp(x), f(x))
+    holder["v"] = np.float64(-0.0)
+    assert torch.equal(comp(x), f(x))
+
+
+def math_copysign(v):
+    import math
+    return math.copysign(1.0, v)
+
+
+def test_numpy_scalar_to_a_tensor_op_breaks_cleanly():
+    def f(x):
+        return x * NP_HALF
+    assert_same(f, t(3), graphs=None, breaks=None)

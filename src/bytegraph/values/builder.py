@@ -70,7 +70,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         from .symbolic import SymIntValue
         guards.add(Guard("TYPE_MATCH", source, int))
         return tx.graph.add_int_input(obj, source, lambda node, sym: SymIntValue(node, sym, source))
-    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis):
+    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis) or is_numpy_scalar(obj):
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
@@ -273,6 +273,13 @@ def _odict_unmodelled(obj, keys) -> Optional[str]:
     if obj.__dict__:
         return "an OrderedDict with instance attributes"
     return None
+
+
+def is_numpy_scalar(obj) -> bool:
+    """A numpy number or bool scalar of numpy's own types: immutable, a constant
+    like a Python number (numpy is not imported for the check)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, (np.number, np.bool_)) and type(obj).__module__ == "numpy"
 
 
 def _identity_key_value(tx, k) -> Value:
@@ -534,7 +541,7 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
     from ..resume import UNBOUND
     if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
-    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
         return ConstantValue(obj)
     if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
         return ConstantValue(obj)

@@ -22,6 +22,7 @@ from typing import Callable, Dict, List
 import torch
 
 from ..errors import Unsupported, UserException
+from ..sources import ObjectSource
 from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
@@ -446,6 +447,33 @@ def _namedtuple_new(cls):
     return new
 
 
+def _numpy_type_info(tx, cls, args, kwargs):
+    """``np.dtype(...)``, ``np.finfo(...)``, ``np.iinfo(...)``, ``np.float32(...)`` of constants:
+    pure functions of their argument (numpy caches the info objects), so
+    computed now.  None when ``cls`` is none of them."""
+    from .builder import is_numpy_scalar
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    scalar_type = isinstance(cls, type) and issubclass(cls, (np.number, np.bool_)) and cls.__module__ == "numpy"
+    if cls not in (np.dtype, np.finfo, np.iinfo) and not scalar_type:
+        return None
+    if not all(v.is_constant() for v in list(args) + list(kwargs.values())):
+        raise Unsupported(f"np.{cls.__name__} of values that are not constants", kind="unsupported_class_call")
+    try:
+        obj = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    except (TypeError, ValueError) as e:
+        tx.raise_python_exception(e)
+    except Exception as e:
+        raise Unsupported(f"np.{cls.__name__}() raised {type(e).__name__}", kind="unsupported_class_call")
+    if cls is np.dtype or scalar_type:
+        if scalar_type and not is_numpy_scalar(obj):
+            raise Unsupported(f"np.{cls.__name__}() made an array", kind="unsupported_class_call")
+        return ConstantValue(obj)  # (immutable)
+    # the info object itself (numpy's cached one): attribute reads are guarded on it
+    return tx.wrap(obj, ObjectSource(obj, f"np.{cls.__name__}({obj.dtype})"))
+
+
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
@@ -458,6 +486,9 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
         from .functions import UserFunctionValue
         bound = UserFunctionValue(new).bind(tx, [ClassValue(cls)] + list(args), dict(kwargs))
         return NamedTupleValue([bound[f] for f in cls._fields], cls)
+    folded = _numpy_type_info(tx, cls, args, kwargs)
+    if folded is not None:
+        return folded
     # (the class's own __module__: a metaclass may shadow it with a property)
     module = type.__dict__["__module__"].__get__(cls) if isinstance(cls, type) else None
     if isinstance(module, str) and module != "builtins" and (

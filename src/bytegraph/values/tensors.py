@@ -373,6 +373,11 @@ def _to_node(tx, v: Value):
     if isinstance(v, (TensorValue, SymIntValue)):
         return v.node
     if isinstance(v, ConstantValue):
+        if type(v.value).__module__.startswith("numpy"):
+            # (a numpy scalar in an FX graph prints as ``np.float32(...)``, and
+            # torch's conversions of it are not all a Python number's)
+            raise Unsupported(f"passing a numpy {type(v.value).__name__} to a tensor operation",
+                              kind="unsupported_graph_arg", hint="convert it with float() or int()")
         return v.value
     if isinstance(v, TupleValue):
         return tuple(_to_node(tx, x) for x in v.items)
