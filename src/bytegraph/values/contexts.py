@@ -1,5 +1,5 @@
 """Context managers traced whole: ``torch.autocast`` and generators decorated
-with ``@contextlib.contextmanager`` (grad-mode contexts are in ``objects.py``).
+with ``@contextlib.contextmanager`` (grad-mode contexts are in ``grad_mode.py``).
 
 ``torch.autocast(...)``: entering and leaving are recorded in the graph
 (``torch.amp.autocast_mode._enter_autocast``/``_exit_autocast``, which
