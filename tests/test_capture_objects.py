@@ -880,3 +880,26 @@ def test_numpy_scalar_to_a_tensor_op_breaks_cleanly():
     def f(x):
         return x * NP_HALF
     assert_same(f, t(3), graphs=None, breaks=None)
+
+
+def test_itertools_groupby():
+    log = []
+
+    def key(v):
+        log.append(v)
+        return v // 10
+
+    def f(x):
+        out = []
+        for k, g in itertools.groupby([1, 2, 11, 12, 13, 25, 3], key=key):
+            out.append((k, list(g)))
+        groups = itertools.groupby("aabbbc")
+        k1, g1 = next(groups)
+        k2, g2 = next(groups)           # g1 is no longer current: it is empty now
+        skipped = [(k, len(list(g))) for k, g in groups]
+        return x * len(out), out, k1, list(g1), k2, list(g2), skipped
+
+    assert_same(f, t(2), graphs=None)
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+    half = len(log) // 2
+    assert log[:half] == log[half:]

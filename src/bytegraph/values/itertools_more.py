@@ -1,4 +1,4 @@
-"""``itertools.count``, ``repeat``, ``cycle`` and ``compress`` made in the
+"""``itertools.count``, ``repeat``, ``cycle``, ``compress`` and ``groupby`` made in the
 trace: each pulls from its inputs exactly when and what CPython's pulls, and
 an object that outlives the trace is rebuilt in its current state where
 that state is expressible by a constructor call (count, repeat), else only
@@ -11,6 +11,7 @@ import numbers
 
 from ..errors import Unsupported
 from .constants import const
+from .containers import TupleValue
 from .generators import LazyIteratorValue, _Untouched, iterate
 
 
@@ -123,6 +124,102 @@ class CompressValue(_Untouched):
                 return datum
 
 
+_UNSET = object()
+
+
+class GroupbyValue(LazyIteratorValue):
+    """``itertools.groupby(iterable, key)``: CPython's state machine (the
+    current item and key, the key of the group being handed out, and which
+    grouper is current), so items are pulled, keys computed and compared in
+    its order.  Not rebuilt if it outlives the trace."""
+
+    __slots__ = ("it", "keyfunc", "tgtkey", "currkey", "currvalue", "current")
+
+    def __init__(self, it, keyfunc):
+        super().__init__()
+        self.it, self.keyfunc = it, keyfunc
+        self.tgtkey = self.currkey = self.currvalue = _UNSET
+        self.current = None
+
+    def python_type(self):
+        return itertools.groupby
+
+    def advance(self, tx) -> bool:
+        v = self.it.next(tx)
+        if v is None:
+            return False
+        self.currkey = v if self.keyfunc is None else self.keyfunc.call(tx, [v], {})
+        self.currvalue = v
+        return True
+
+    def keys_equal(self, tx) -> bool:
+        from .operators import _equal
+        eq = _equal(tx, self.tgtkey, self.currkey, item=True)
+        if eq is None:
+            raise Unsupported(f"groupby keys {self.tgtkey.type_name()} and {self.currkey.type_name()} compared",
+                              kind="unsupported_operator")
+        return eq
+
+    def next(self, tx):
+        self.current = None
+        while True:
+            if self.currkey is _UNSET:
+                if not self.advance(tx):
+                    return None
+            elif self.tgtkey is _UNSET or not self.keys_equal(tx):
+                break
+            elif not self.advance(tx):
+                return None
+        self.tgtkey = self.currkey
+        self.current = GrouperValue(self, self.tgtkey)
+        return TupleValue([self.currkey, self.current])
+
+    def reconstruct(self, cg):
+        raise Unsupported("an itertools.groupby object outlives the trace", kind="generator_object")
+
+
+class GrouperValue(LazyIteratorValue):
+    """One group of a :class:`GroupbyValue`: valid while it is the current one."""
+
+    __slots__ = ("parent", "tgtkey")
+
+    def __init__(self, parent: GroupbyValue, tgtkey):
+        super().__init__()
+        self.parent, self.tgtkey = parent, tgtkey
+
+    def python_type(self):
+        return type(next(itertools.groupby([1]))[1])
+
+    def next(self, tx):
+        gb = self.parent
+        if gb.current is not self:
+            return None
+        if gb.currvalue is _UNSET:
+            if not gb.advance(tx):
+                return None
+        from .operators import _equal
+        eq = _equal(tx, self.tgtkey, gb.currkey, item=True)
+        if eq is None:
+            raise Unsupported("groupby keys compared", kind="unsupported_operator")
+        if not eq:
+            return None
+        v, gb.currvalue = gb.currvalue, _UNSET
+        return v
+
+    def reconstruct(self, cg):
+        raise Unsupported("an itertools.groupby group outlives the trace", kind="generator_object")
+
+
+def _groupby(tx, args, kwargs):
+    if len(args) + len(kwargs) not in (1, 2) or set(kwargs) - {"iterable", "key"}:
+        raise Unsupported("itertools.groupby with these arguments", kind="unsupported_builtin")
+    iterable = args[0] if args else kwargs["iterable"]
+    key = args[1] if len(args) > 1 else kwargs.get("key")
+    if key is not None and key.is_constant() and key.as_constant() is None:
+        key = None
+    return GroupbyValue(iterate(tx, iterable), key)
+
+
 def _number(v) -> bool:
     return v.is_constant() and isinstance(v.as_constant(), numbers.Number)
 
@@ -169,5 +266,5 @@ def _compress(tx, args, kwargs):
 
 MORE_ITERTOOLS_HANDLERS = {
     itertools.count: _count, itertools.repeat: _repeat, itertools.cycle: _cycle,
-    itertools.compress: _compress,
+    itertools.compress: _compress, itertools.groupby: _groupby,
 }
