@@ -903,3 +903,57 @@ def test_itertools_groupby():
     assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
     half = len(log) // 2
     assert log[:half] == log[half:]
+
+
+# ---------------------------------------------------------------------------
+# a recursive nested function (its cell holds itself) across a break / escaping
+
+def _walk(tree, brk):
+    def helper(node):
+        if isinstance(node, (list, tuple)):
+            return [helper(n) for n in node]
+        brk()
+        return node * 2
+    return helper(tree)
+
+
+def test_break_inside_a_recursive_nested_function_is_a_break_not_a_fallback():
+    def f(x):
+        y = x.sin()
+        out = _walk([y, (y + 1,)], bytegraph.graph_break)
+        return out, y.cos()
+    assert_same(f, t(3), graphs=None, breaks=None)
+    assert bytegraph.stats().eager_fallbacks == 0 and bytegraph.stats().graphs >= 2
+
+
+def test_recursive_nested_function_escapes_whole():
+    def f(x):
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+        return x * fact(4), fact
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    a, e = comp(x), f(x)
+    assert torch.equal(a[0], e[0]) and a[1](5) == 120
+    assert a[1].__closure__[0].cell_contents is a[1]
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+def _make_fact():
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+    return fact
+
+
+def test_recursive_function_made_in_an_inlined_frame_escapes():
+    def f(x):
+        fact = _make_fact()
+        return x * fact(3), fact, [fact]
+
+    comp, be = compile_counting(f)
+    x = t(2)
+    a, e = comp(x), f(x)
+    assert torch.equal(a[0], e[0]) and a[1](5) == 120 and a[2][0] is a[1]
+    assert a[1].__closure__[0].cell_contents is a[1]
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0

@@ -55,13 +55,18 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
     counts: Dict[int, int] = {}
     tensors: List[TensorValue] = []
     seen_nodes = set()
-    active = set()
+    path: List[Value] = []         # the values being walked, outermost first
+    on_path: Dict[int, int] = {}   # id -> index in path
 
     def visit(v: Value):
         key = id(v)
         counts[key] = counts.get(key, 0) + 1
         if counts[key] > 1:
-            if key in active:
+            if key in on_path and not any(_new_cell(c) or _is_frame_local_cell(c)
+                                          for c in path[on_path[key]:]):
+                # (a cycle through a cell, such as a recursive nested function's
+                # own, is fine: the frame's cell is loaded as it is and written
+                # back; one made in the trace is made empty, then filled)
                 raise Unsupported("a cyclic data structure escapes the compiled function",
                                   kind="unreconstructable")
             return
@@ -72,10 +77,12 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
             return
         if v.source is not None and not _is_frame_local_cell(v):
             return
-        active.add(key)
+        on_path[key] = len(path)
+        path.append(v)
         for child in v.children():
             visit(child)
-        active.discard(key)
+        path.pop()
+        del on_path[key]
 
     try:
         for r in roots:
@@ -83,6 +90,10 @@ def live_values(roots: List[Value]) -> Tuple[Dict[int, int], List[TensorValue]]:
     except RecursionError:
         raise Unsupported("a data structure too deeply nested to rebuild", kind="unreconstructable") from None
     return counts, tensors
+
+
+def _new_cell(v: Value) -> bool:
+    return isinstance(v, CellValue) and v.source is None and v.real_cell is None
 
 
 def _is_frame_local_cell(v: Value) -> bool:
@@ -114,6 +125,9 @@ class Codegen:
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
         self._keepalive: List[object] = []
+        #: values whose reconstruction is under way, and the cells to fill with them once built
+        self._building: set = set()
+        self._cell_fixups: Dict[int, List[str]] = {}
         first = next((i for i in decode(root_code) if i.positions is not None and i.positions.lineno is not None),
                      None)
         self.positions = first.positions if first is not None else None
@@ -208,13 +222,45 @@ class Codegen:
         if value.source is not None and (not isinstance(value, ConstantValue) or value.is_unguarded):
             value.source.emit_load(self)
             return
+        self._building.add(id(value))
         value.reconstruct(self)
+        self._building.discard(id(value))
         if self._counts.get(id(value), 0) > 1 and not isinstance(value, ConstantValue):
             temp = self.new_temp()
             self.emit("COPY", arg=1)
             self.emit("STORE_FAST", temp)
             self._temps[id(value)] = temp
             self._keepalive.append(value)
+        for cell_temp in self._cell_fixups.pop(id(value), ()):
+            # a cell made while ``value`` was being built, which holds it
+            self.emit("COPY", arg=1)
+            self.emit("LOAD_FAST", cell_temp)
+            self.emit("STORE_ATTR", "cell_contents")
+
+    def hold(self, value: Value) -> str:
+        """Keep the object on top of the stack (left there) in a temporary as
+        ``value``'s: later reconstructions of ``value`` load it."""
+        temp = self.new_temp()
+        self.emit("COPY", arg=1)
+        self.emit("STORE_FAST", temp)
+        self._temps[id(value)] = temp
+        self._keepalive.append(value)
+        return temp
+
+    def fill_cell(self, cell_temp: str, contents: Value) -> None:
+        """Set the cell held in ``cell_temp`` to ``contents``: now, or, when
+        ``contents`` is being built (the cell is part of it, as a recursive
+        function's closure), as soon as it is."""
+        if id(contents) in self._building:
+            self._cell_fixups.setdefault(id(contents), []).append(cell_temp)
+            return
+        self.reconstruct(contents)
+        self.emit("LOAD_FAST", cell_temp)
+        self.emit("STORE_ATTR", "cell_contents")
+
+    def is_shared(self, value: Value) -> bool:
+        """Reached more than once (or through a cycle) from what the code rebuilds."""
+        return self._counts.get(id(value), 0) > 1
 
     def reconstruct_tensor(self, value: TensorValue) -> None:
         temp = self._tensor_temps.get(value.node)

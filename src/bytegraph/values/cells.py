@@ -154,7 +154,12 @@ class CellValue(Value):
             cg.load_object(self.real_cell)
             return
         cg.push_callable(types.CellType)
-        if isinstance(self.contents, Value):
+        if isinstance(self.contents, Value) and cg.is_shared(self):
+            # the contents may reach this cell again (a recursive nested
+            # function's own cell): make it empty, hold it, then fill it
+            cg.call(0)
+            cg.fill_cell(cg.hold(self), self.contents)
+        elif isinstance(self.contents, Value):
             cg.reconstruct(self.contents)
             cg.call(1)
         else:
