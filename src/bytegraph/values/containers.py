@@ -403,10 +403,11 @@ def sort_values(tx, items: List[Value], key: Optional[Value], reverse: bool, par
     if key is not None and is_none(key):
         key = None
     keys = [key.call(tx, [v], {}) if key is not None else v for v in items]
-    from .user_operators import Ranked, any_user_instance
+    from .user_operators import Ranked, any_user_instance, one_user_type
     if not all_constant(keys) and any_user_instance(keys):
         from ..errors import UserException
-        ranked = [Ranked(tx, k, v) for k, v in zip(keys, items)]
+        same = one_user_type(keys)
+        ranked = [Ranked(tx, k, v, same) for k, v in zip(keys, items)]
         try:
             ranked.sort(reverse=reverse)
         except UserException:

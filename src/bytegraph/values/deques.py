@@ -9,7 +9,8 @@ from typing import List, Optional
 from ..errors import Unsupported
 from .base import Value, check_release
 from .constants import NONE, const
-from .containers import IteratorValue, check_arity
+from .containers import check_arity
+from .generators import LazyIteratorValue
 
 
 class DequeValue(Value):
@@ -132,14 +133,17 @@ class DequeValue(Value):
         return f"DequeValue({self.items}, maxlen={self.maxlen})"
 
 
-class DequeIteratorValue(IteratorValue):
+class DequeIteratorValue(LazyIteratorValue):
     """``iter(deque)``: raises ``RuntimeError`` if the deque changes while it is iterated."""
 
     __slots__ = ("dq", "pos", "version")
 
     def __init__(self, dq: DequeValue):
-        super().__init__([])
+        super().__init__()
         self.dq, self.pos, self.version = dq, 0, dq.version
+
+    def python_type(self):
+        return type(iter(collections.deque()))
 
     def next(self, tx):
         if self.dq.version != self.version:

@@ -47,6 +47,17 @@ def construct_fresh_module(tx, cls: type, args, kwargs) -> Value:
     if not all(a.is_constant() and _plain(a.as_constant()) for a in list(args) + list(kwargs.values())):
         raise Unsupported(f"constructing nn.{name} with arguments that are not constants",
                           kind="unsupported_class_call", hint="build the module outside the compiled function")
+    from torch.nn.modules import module as mod
+    from ..guards import Guard
+    registration = {"buffer": mod._global_buffer_registration_hooks,
+                    "module": mod._global_module_registration_hooks,
+                    "parameter": mod._global_parameter_registration_hooks}
+    if any(registration.values()):
+        # torch's __init__ would run the program's hooks (at trace time)
+        raise Unsupported(f"constructing nn.{name} with global registration hooks set",
+                          kind="unsupported_class_call")
+    for what, hooks in registration.items():
+        tx.guards.add(Guard("LEN_MATCH", ObjectSource(hooks, f"nn.Module global {what} registration hooks"), 0))
     cargs = [a.as_constant() for a in args]
     ckwargs = {k: v.as_constant() for k, v in kwargs.items()}
     # the template: torch's own __init__ on constants.  Tensors it would make

@@ -216,13 +216,20 @@ class Ranked:
     algorithm makes runs the traced comparison protocol on the keys, so the
     program's ``__lt__``/``__gt__`` are called in CPython's own order."""
 
-    __slots__ = ("tx", "key", "item")
+    __slots__ = ("tx", "key", "item", "same_type")
 
-    def __init__(self, tx, key: Value, item: Value):
-        self.tx, self.key, self.item = tx, key, item
+    def __init__(self, tx, key: Value, item: Value, same_type: bool = False):
+        self.tx, self.key, self.item, self.same_type = tx, key, item, same_type
 
     def __lt__(self, other: "Ranked") -> bool:
         from .operators import compare
+        if self.same_type:
+            # list.sort over keys all of one type calls that type's comparison
+            # slot directly first, and only on NotImplemented the whole
+            # protocol (which asks ``__lt__`` again)
+            r = _compare_call(self.tx, self.key, "__lt__", other.key)
+            if not _not_implemented(r):
+                return r.truth(self.tx)
         return compare(self.tx, "<", self.key, other.key).truth(self.tx)
 
     def __gt__(self, other: "Ranked") -> bool:
@@ -232,3 +239,9 @@ class Ranked:
 
 def any_user_instance(values) -> bool:
     return any(is_user_instance(v) for v in values)
+
+
+def one_user_type(values) -> bool:
+    """All ``values`` are instances of one user class (list.sort's fast path)."""
+    return len(values) > 1 and all(is_user_instance(v) for v in values) and \
+        len({v.python_type() for v in values}) == 1
