@@ -279,7 +279,8 @@ def is_numpy_scalar(obj) -> bool:
     """A numpy number or bool scalar of numpy's own types: immutable, a constant
     like a Python number (numpy is not imported for the check)."""
     np = sys.modules.get("numpy")
-    return np is not None and isinstance(obj, (np.number, np.bool_)) and type(obj).__module__ == "numpy"
+    # (by the type: isinstance would read a ``__class__`` the object's class may compute)
+    return np is not None and issubclass(type(obj), (np.number, np.bool_)) and type(obj).__module__ == "numpy"
 
 
 def _identity_key_value(tx, k) -> Value:

@@ -221,7 +221,7 @@ def _groupby(tx, args, kwargs):
 
 
 def _number(v) -> bool:
-    return v.is_constant() and isinstance(v.as_constant(), numbers.Number)
+    return v.is_constant() and issubclass(type(v.as_constant()), numbers.Number)
 
 
 def _count(tx, args, kwargs):
