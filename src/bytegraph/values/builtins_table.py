@@ -31,6 +31,7 @@ from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
 from .copying import copy_handler, deepcopy_handler
+from .object_protocol import new_object
 from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -555,6 +556,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.index: _constant_fn(operator.index),
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
+BUILTIN_HANDLERS[object.__new__] = new_object
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):

@@ -48,14 +48,17 @@ def _unsupported(what):
     return Unsupported(what, kind="unsupported_call")
 
 
-def _guard_tables(tx):
+def _guard_tables(tx, cls: type) -> None:
     """The tables copy.py consults (``copy._deepcopy_dispatch``,
-    ``copy._copy_dispatch``, ``copyreg.dispatch_table``) were read at trace
-    time: a registration made later (it adds an entry) must retrace."""
+    ``copy._copy_dispatch``, ``copyreg.dispatch_table``) had no entry for
+    ``cls`` at trace time: one registered later must retrace."""
+    if not isinstance(cls, type) or type(cls).__hash__ is not type.__hash__ or \
+            type(cls).__eq__ is not type.__eq__:
+        raise _unsupported("copying an object whose class compares in its own way")
     for table, name in ((copy._deepcopy_dispatch, "copy._deepcopy_dispatch"),
                         (copy._copy_dispatch, "copy._copy_dispatch"),
                         (copyreg.dispatch_table, "copyreg.dispatch_table")):
-        tx.guards.add(Guard("LEN_MATCH", ObjectSource(table, name), len(table)))
+        tx.guards.add(Guard("DICT_CONTAINS", ObjectSource(table, name), (cls, cls in table)))
 
 
 def _try_attr(tx, obj: Value, name: str):
@@ -86,7 +89,6 @@ class Copier:
     def __init__(self, tx, deep: bool):
         self.tx = tx
         self.memo = {} if deep else None
-        _guard_tables(tx)
 
     @staticmethod
     def _key(v: Value):
@@ -198,8 +200,9 @@ class Copier:
             copier = _try_attr(tx, ClassValue(cls), "__copy__")  # (on the class, as copy.copy does)
             if copier is not None and not is_none(copier):
                 return copier.call(tx, [x], {})
-        if cls in copyreg.dispatch_table:
-            raise _unsupported(f"copying a {cls.__qualname__} registered with copyreg")
+        _guard_tables(tx, cls)
+        if cls in copyreg.dispatch_table or cls in copy._deepcopy_dispatch or cls in copy._copy_dispatch:
+            raise _unsupported(f"copying a {cls.__qualname__} registered with copyreg or copy's tables")
         reductor = _try_attr(tx, x, "__reduce_ex__")
         if reductor is None or is_none(reductor):
             raise _unsupported(f"copying a {cls.__qualname__} without __reduce_ex__")

@@ -18,6 +18,7 @@ import types
 from ..errors import Unsupported
 from .base import Value
 from .constants import NONE, const
+from .containers import IteratorValue
 
 #: ``object``'s slots that end a user class's own attribute hooks
 _GENERIC = {"__setattr__": "generic_set_attr", "__delattr__": "generic_del_attr",
@@ -203,8 +204,14 @@ class InstanceDictValue(Value):
     def truth(self, tx):
         return bool(self._attrs())
 
+    def unpack(self, tx):
+        return [const(k) for k in self._attrs()]  # (consumed at once: list(), tuple(), *d)
+
+    def get_iter(self, tx):
+        return InstanceDictKeysValue(self)
+
     def call_method(self, tx, name, args, kwargs):
-        from .containers import DictValue, TupleValue
+        from .containers import DictValue
         attrs = self._attrs()
         if name == "get" and 1 <= len(args) <= 2 and not kwargs:
             key = self._name(tx, args[0])
@@ -235,3 +242,53 @@ class InstanceDictValue(Value):
         cg.reconstruct(self.obj)
         cg.load_object("__dict__")
         cg.call(2)
+
+
+class InstanceDictKeysValue(IteratorValue):
+    """``iter(obj.__dict__)`` of an object made in the trace: its keys, one
+    by one.  Python raises if the dict changes meanwhile; that is not
+    modelled (refused), nor is the iterator escaping the trace."""
+
+    __slots__ = ("view", "keys")
+
+    def __init__(self, view):
+        super().__init__([])
+        self.view = view
+        self.keys = tuple(view._attrs())
+
+    def python_type(self):
+        return type(iter({}))
+
+    def children(self):
+        return (self.view,)
+
+    def next(self, tx):
+        if tuple(self.view._attrs()) != self.keys:
+            raise Unsupported("an object's __dict__ changed while being iterated", kind="unsupported_iter")
+        if self.pos >= len(self.keys):
+            return None
+        self.pos += 1
+        return const(self.keys[self.pos - 1])
+
+    def unpack(self, tx):
+        out = []
+        while (item := self.next(tx)) is not None:
+            out.append(item)
+        return out
+
+    def reconstruct(self, cg):
+        raise Unsupported("an iterator over an object's __dict__ kept across a graph break",
+                          kind="unreconstructable")
+
+
+def new_object(tx, args, kwargs):
+    """``object.__new__(cls)`` for a Python class whose ``__new__`` is object's."""
+    from .copying import _check_plain_new
+    from .modules import NewObjectValue, check_constructible
+    if kwargs or len(args) != 1 or not args[0].is_constant() or not isinstance(args[0].as_constant(), type):
+        raise Unsupported("object.__new__ with arguments", kind="unsupported_class_call")
+    cls = args[0].as_constant()
+    _check_plain_new(cls)
+    check_constructible(cls)
+    return NewObjectValue(cls)
+

@@ -667,7 +667,11 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
             _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
-        _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
+        if class_attr is None:
+            _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
+        else:
+            # (an unset slot: its descriptor raised)
+            guard_class_lookup(tx, cls, name, owner_of(cls, name))
         tx.raise_python_exception(e)
     except Exception as e:
         # a C getter that ran user code which raised: the read must happen in Python
