@@ -472,3 +472,38 @@ def test_dataclass_deepcopy_frozen():
         return x + c.a, c.b == fr.b, c is fr, type(c)
 
     same(f, lambda: (torch.ones(2), Frozen(4)))
+
+
+def test_frozen_dataclass_write_raises_as_in_eager():
+    def f(x):
+        fr = Frozen(3)
+        try:
+            fr.a = 4
+        except dataclasses.FrozenInstanceError as e:
+            return x - 1, str(e), fr.a
+        return x, "", fr.a
+
+    expected = f(torch.ones(2))
+    got = bytegraph.compile(f, backend="eager")(torch.ones(2))
+    assert _norm(got) == _norm(expected)
+
+
+def test_object_slots_through_reduce_ex_are_traced():
+    def f(x, o):
+        rv = o.__reduce_ex__(4)
+        return x + 1, rv[0] is copyreg.__newobj__, rv[1][0] is Plain, sorted(rv[2])
+
+    same(f, lambda: (torch.ones(2), Plain()))
+
+
+def test_deepcopy_of_object_holding_a_tensor_breaks_and_matches():
+    def f(x, o):
+        c = copy.deepcopy(o)
+        c.t.add_(1)
+        return x + c.t, o.t
+
+    o1, o2 = HoldsTensor(), HoldsTensor()
+    expected = f(torch.ones(2), o1)
+    got = bytegraph.compile(f, backend="eager")(torch.ones(2), o2)
+    assert _norm(got) == _norm(expected)
+    assert bytegraph.stats().graph_breaks >= 1

@@ -100,6 +100,9 @@ def _bind_slot(name, obj):
 def call_object_slot(tx, name: str, receiver: Value, args, kwargs) -> Value:
     """``object.<name>(receiver, *args)``."""
     if name in ("__init__", "__init_subclass__"):
+        if args or kwargs:
+            # (object.__init__ raises for arguments unless the class overrides __new__)
+            raise Unsupported(f"object.{name} with arguments", kind="unsupported_attribute")
         return NONE
     if kwargs:
         raise Unsupported(f"object.{name} with keyword arguments", kind="unsupported_attribute")
