@@ -15,6 +15,7 @@ import os
 import inspect
 import sys
 import types
+import typing
 import weakref
 from typing import Optional
 
@@ -304,17 +305,18 @@ def _literal(k) -> bool:
 def _identity_key(k) -> bool:
     """A dict key that equals only itself and lives as long as its program:
     a class (whose metaclass keeps type's ``==`` and hash), a function, an
-    enum member, or one of ``typing``'s forms (``Union``, ``Literal``: module
-    level singletons).  ``DICT_KEYS`` guards compare such keys by identity,
-    and hold them (so any other object would live longer than in Python)."""
+    enum member, or one of ``typing``'s forms.  ``DICT_KEYS`` guards compare
+    such keys by identity, and hold them (so any other object would live
+    longer than in Python)."""
     t = type(k)
     if isinstance(k, type):
         return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
     if isinstance(k, enum.Enum):
         return t.__eq__ is object.__eq__
-    if t in (types.FunctionType, types.BuiltinFunctionType):
-        return True
-    return t.__module__ == "typing" and t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+    if isinstance(k, typing._SpecialForm):
+        # ``Union``, ``Literal``: module-level singletons (validators key dicts by them)
+        return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+    return t in (types.FunctionType, types.BuiltinFunctionType)
 
 
 def _is_stateless_module(obj) -> bool:
