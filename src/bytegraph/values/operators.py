@@ -15,7 +15,7 @@ from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, Ran
                          TupleValue)
 from .symbolic import SymIntValue
 from .tensors import TensorValue, _to_node, graph_call
-from .user_operators import (BINARY_DUNDERS, UNARY_DUNDERS, handles_binary, handles_compare, is_user_instance,
+from .user_operators import (BINARY_DUNDERS, UNARY_DUNDERS, handles_binary, handles_compare, is_pure_python_instance,
                              user_binary_op, user_compare, user_unary_op)
 
 _NB_FUNCS = {
@@ -218,7 +218,7 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
         return graph_call(tx, "call_function", fn, [a], {})
     if a.is_constant():
         return _fold(tx, fn, a)
-    if is_user_instance(a) and fn in UNARY_DUNDERS:
+    if is_pure_python_instance(a) and fn in UNARY_DUNDERS:
         return user_unary_op(tx, fn, a)
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
 

@@ -48,7 +48,7 @@ COMPARE_DUNDERS = {"<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"), "==": 
 _PASSIVE_TYPES = (int, float, bool, complex, str, type(None))
 
 
-def is_user_instance(v: Value) -> bool:
+def is_pure_python_instance(v: Value) -> bool:
     """Whether ``v`` is an instance of a pure-Python class (no builtin base but
     ``object``), modelled as a user object."""
     from .modules import NewObjectValue
@@ -97,7 +97,7 @@ def _call(tx, v: Value, name: str, other: Value):
 
 
 def handles_binary(a: Value, b: Value) -> bool:
-    ua, ub = is_user_instance(a), is_user_instance(b)
+    ua, ub = is_pure_python_instance(a), is_pure_python_instance(b)
     return (ua or ub) and (ua or _passive(a)) and (ub or _passive(b) or _is_tensor(b))
 
 
@@ -109,12 +109,12 @@ def _is_tensor(v: Value) -> bool:
 def user_binary_op(tx, fn, plain, a: Value, b: Value) -> Value:
     """``a op b`` / ``a op= b`` where one operand is a user instance (see ``handles_binary``)."""
     name, rname = BINARY_DUNDERS[plain]
-    if fn is not plain and is_user_instance(a):
+    if fn is not plain and is_pure_python_instance(a):
         r = _call(tx, a, "__i" + name[2:], b)
         if not _not_implemented(r):
             return r
     ta, tb = a.python_type(), b.python_type()
-    ua, ub = is_user_instance(a), is_user_instance(b)
+    ua, ub = is_pure_python_instance(a), is_pure_python_instance(b)
     # CPython's slot for a Python class: the right operand's reflected
     # method goes first when its class is a proper subclass overriding it;
     # the reflected method is never tried for two operands of one type
@@ -170,7 +170,7 @@ def user_compare(tx, op: str, a: Value, b: Value) -> Value:
     from .operators import same_object
     name, rname = COMPARE_DUNDERS[op]
     ta, tb = a.python_type(), b.python_type()
-    ua, ub = is_user_instance(a), is_user_instance(b)
+    ua, ub = is_pure_python_instance(a), is_pure_python_instance(b)
     reflected_first = ub and ta is not tb and issubclass(tb, ta)
     order = [(b, rname, a)] if reflected_first else []
     if ua:
@@ -238,10 +238,10 @@ class Ranked:
 
 
 def any_user_instance(values) -> bool:
-    return any(is_user_instance(v) for v in values)
+    return any(is_pure_python_instance(v) for v in values)
 
 
 def one_user_type(values) -> bool:
     """All ``values`` are instances of one user class (list.sort's fast path)."""
-    return len(values) > 1 and all(is_user_instance(v) for v in values) and \
+    return len(values) > 1 and all(is_pure_python_instance(v) for v in values) and \
         len({v.python_type() for v in values}) == 1
