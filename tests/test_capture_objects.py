@@ -1015,3 +1015,41 @@ def test_module_made_in_forward_with_a_global_registration_hook():
         assert seen[n:] == ["weight", "weight"]
     finally:
         handle.remove()
+
+
+@pytest.mark.parametrize("op", ["setitem", "reverse", "rotate0", "rotate", "clear", "delitem", "append",
+                                "remove", "insert", "extend_empty", "pop", "count"])
+def test_deque_changed_under_its_iterator_raises_when_cpythons_does(op):
+    ops = {"setitem": lambda d: d.__setitem__(0, 9), "reverse": lambda d: d.reverse(),
+           "rotate0": lambda d: d.rotate(0), "rotate": lambda d: d.rotate(1), "clear": lambda d: d.clear(),
+           "delitem": lambda d: d.__delitem__(0), "append": lambda d: d.append(1), "remove": lambda d: d.remove(3),
+           "insert": lambda d: d.insert(0, 5), "extend_empty": lambda d: d.extend([]), "pop": lambda d: d.pop(),
+           "count": lambda d: d.count(1)}
+    change = ops[op]
+
+    def f(x):
+        d = collections.deque([1, 2, 3])
+        it = iter(d)
+        next(it)
+        change(d)
+        try:
+            rest = list(it)
+        except RuntimeError as e:
+            rest = str(e)
+        return x + 1, rest, list(d)
+    assert_same(f, t(2))
+
+
+def test_big_deque_traces_in_linear_time():
+    import time
+
+    def f(x):
+        d = collections.deque()
+        for i in range(3000):
+            d.append(i)
+        for i in range(2999):
+            d.popleft()
+        return x + d[0]
+    start = time.perf_counter()
+    assert_same(f, t(2), graphs=None, breaks=None)
+    assert time.perf_counter() - start < 60

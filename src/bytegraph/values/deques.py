@@ -14,16 +14,18 @@ from .generators import LazyIteratorValue
 
 
 class DequeValue(Value):
-    """A ``collections.deque``: its items (values) and ``maxlen``.  Changes
-    bump ``version`` (an iterator over it raises as CPython's does when the
-    deque changes under it).  A pre-existing deque carries a source and is
-    rewritten in place (``clear`` + ``extend``) when the trace changed it."""
+    """A ``collections.deque``: its items (values, held in a real deque that
+    gets the program's operations one for one, so an iterator over it fails
+    exactly when CPython's would) and ``maxlen``.  A pre-existing deque
+    carries a source and is rewritten in place (``clear`` + ``extend``) when
+    the trace changed it."""
 
-    __slots__ = ("items", "maxlen", "version")
+    __slots__ = ("items", "maxlen")
 
     def __init__(self, items: List[Value], maxlen: Optional[int], source=None):
         super().__init__(source)
-        self.items, self.maxlen, self.version = list(items), maxlen, 0
+        # (a real deque of values: both ends O(1), as the program's)
+        self.items, self.maxlen = collections.deque(items), maxlen
 
     def python_type(self):
         return collections.deque
@@ -34,17 +36,16 @@ class DequeValue(Value):
     # -- state ------------------------------------------------------------
     def _changed(self, tx):
         tx.side_effects.mutate(self)
-        self.version += 1
 
     def _push(self, tx, v: Value, left: bool) -> None:
         if self.maxlen == 0:
             return
         if left:
-            self.items.insert(0, v)
+            self.items.appendleft(v)
         else:
             self.items.append(v)
         if self.maxlen is not None and len(self.items) > self.maxlen:
-            check_release(self.items.pop(-1 if left else 0))
+            check_release(self.items.pop() if left else self.items.popleft())
 
     def _pull_all(self, tx, iterable: Value) -> List[Value]:
         from .generators import iterate
@@ -115,7 +116,7 @@ class DequeValue(Value):
 
     # (codegen's replay protocol for a changed pre-existing deque)
     def staged_items(self):
-        return self.items
+        return list(self.items)
 
     def apply_staged(self, cg, temp: str) -> None:
         cg.load_target(self)
@@ -134,25 +135,23 @@ class DequeValue(Value):
 
 
 class DequeIteratorValue(LazyIteratorValue):
-    """``iter(deque)``: raises ``RuntimeError`` if the deque changes while it is iterated."""
+    """``iter(deque)``: a real iterator over the value's real deque of items,
+    which raises ``RuntimeError`` when the deque changed as CPython's does."""
 
-    __slots__ = ("dq", "pos", "version")
+    __slots__ = ("dq", "it")
 
     def __init__(self, dq: DequeValue):
         super().__init__()
-        self.dq, self.pos, self.version = dq, 0, dq.version
+        self.dq, self.it = dq, iter(dq.items)
 
     def python_type(self):
         return type(iter(collections.deque()))
 
     def next(self, tx):
-        if self.dq.version != self.version:
-            tx.raise_python_exception(RuntimeError("deque mutated during iteration"))
-        if self.pos >= len(self.dq.items):
-            return None
-        v = self.dq.items[self.pos]
-        self.pos += 1
-        return v
+        try:
+            return next(self.it, None)
+        except RuntimeError as e:
+            tx.raise_python_exception(RuntimeError(*e.args))
 
     def children(self):
         return (self.dq,)
@@ -193,7 +192,7 @@ def _pop(tx, dq, left=False):
     if not dq.items:
         tx.raise_python_exception(IndexError("pop from an empty deque"))
     dq._changed(tx)
-    v = dq.items.pop(0 if left else -1)
+    v = dq.items.popleft() if left else dq.items.pop()
     check_release(v)
     return v
 
@@ -203,9 +202,7 @@ def _rotate(tx, dq, n=None):
     if type(k) is not int:
         raise Unsupported("deque.rotate by a non-int", kind="unsupported_method")
     dq._changed(tx)
-    if dq.items:
-        k %= len(dq.items)
-        dq.items[:] = dq.items[-k:] + dq.items[:-k] if k else dq.items
+    dq.items.rotate(k)
     return NONE
 
 
@@ -218,7 +215,7 @@ def _clear(tx, dq):
 
 
 def _copy(tx, dq):
-    return DequeValue(dq.items, dq.maxlen)
+    return DequeValue(list(dq.items), dq.maxlen)
 
 
 def _reverse(tx, dq):
@@ -255,7 +252,8 @@ def _remove(tx, dq, x):
     for i, v in enumerate(dq.items):
         if _equal_item(tx, v, x):
             dq._changed(tx)
-            check_release(dq.items.pop(i))
+            check_release(dq.items[i])
+            del dq.items[i]
             return NONE
     tx.raise_python_exception(ValueError("deque.remove(x): x not in deque"))
 
@@ -280,8 +278,22 @@ def _len(tx, dq):
     return const(len(dq.items))
 
 
+def _getitem(tx, dq, i):
+    return dq.getitem(tx, i)
+
+
+def _setitem(tx, dq, i, v):
+    dq.setitem(tx, i, v)
+    return NONE
+
+
+def _delitem(tx, dq, i):
+    dq.delitem(tx, i)
+    return NONE
+
+
 _METHODS = {
-    "__len__": _len,
+    "__len__": _len, "__getitem__": _getitem, "__setitem__": _setitem, "__delitem__": _delitem,
     "append": _append, "appendleft": _appendleft, "extend": _extend, "extendleft": _extendleft,
     "pop": _pop_right, "popleft": _popleft, "rotate": _rotate, "clear": _clear, "copy": _copy,
     "reverse": _reverse, "count": _count, "index": _index, "remove": _remove, "insert": _insert,
@@ -316,5 +328,5 @@ def wrap_existing_deque(tx, obj: collections.deque, source) -> DequeValue:
     tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(source, "maxlen"), obj.maxlen))
     value = DequeValue([], obj.maxlen, source)
     tx.side_effects.track_existing(obj, value)
-    value.items = [tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj)]
+    value.items = collections.deque(tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj))
     return value
