@@ -98,9 +98,6 @@ def wrap(tx, obj, source: Source | None) -> Value:
             # one object reached through two paths: later calls must alias the same way
             guards.add(Guard("ALIAS", source, others=(known.source,)))
         return known
-    if t is collections.deque and source is not None:
-        from .deques import wrap_existing_deque
-        return wrap_existing_deque(tx, obj, source)
     if t is list:
         _type_len(guards, source, obj)
         value = ListValue([], source)

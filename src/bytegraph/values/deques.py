@@ -13,6 +13,10 @@ from .containers import check_arity
 from .generators import LazyIteratorValue
 
 
+#: items a deque may hold in the trace
+MAX_TRACED_ITEMS = 1000
+
+
 class DequeValue(Value):
     """A ``collections.deque``: its items (values, held in a real deque that
     gets the program's operations one for one, so an iterator over it fails
@@ -40,6 +44,11 @@ class DequeValue(Value):
     def _push(self, tx, v: Value, left: bool) -> None:
         if self.maxlen == 0:
             return
+        if len(self.items) >= MAX_TRACED_ITEMS:
+            # (a big queue filled in a loop: tracing every step would cost more
+            # than running the loop natively)
+            raise Unsupported(f"a deque of more than {MAX_TRACED_ITEMS} items", kind="unsupported_method",
+                              hint="it runs natively")
         if left:
             self.items.appendleft(v)
         else:
