@@ -639,6 +639,10 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         if name in klass.__dict__:
             class_attr = klass.__dict__[name]
             break
+    if class_attr is not None and hasattr(type(class_attr), "__set__") and not hasattr(type(class_attr), "__get__"):
+        # a data descriptor without __get__: the instance dict's value, else the
+        # descriptor itself, as the object is at the time (not modelled)
+        raise Unsupported(f"{cls.__name__}.{name}, a data descriptor without __get__", kind="unsupported_attribute")
     if isinstance(class_attr, property):
         if class_attr.fget is None:
             tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
