@@ -53,6 +53,8 @@ _PRIORITY = {
     "ALIAS": 6,
     "NO_STORAGE_OVERLAP": 6,
     "NOT_IN_GLOBALS": 7,
+    "LRU_CACHED": 7,
+    "LRU_UNCACHED": 7,
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
@@ -163,6 +165,14 @@ class Guard:
             return "the function's __code__ is the one traced"
         if k == "AUTOCAST_DEFAULTS":
             return f"(torch.get_autocast_dtype({e[0]!r}), torch.is_autocast_cache_enabled()) == {e[1:]}"
+        if k == "LRU_CACHED":
+            pos, kw, _ = e
+            args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
+            return f"{src}({args}) is a hit returning the object traced with"
+        if k == "LRU_UNCACHED":
+            pos, kw = e
+            args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
+            return f"{src}({args}) is not a hit the trace can use"
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":
@@ -783,6 +793,14 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
+    if k == "LRU_CACHED":
+        from .values.lru_cache import lru_guard_holds
+        pos, kw, result = g.expected
+        return f"{bind(lru_guard_holds)}({e}, {bind(pos)}, {bind(kw)}, {bind(result)})"
+    if k == "LRU_UNCACHED":
+        from .values.lru_cache import lru_still_missing
+        pos, kw = g.expected
+        return f"{bind(lru_still_missing)}({e}, {bind(pos)}, {bind(kw)})"
     if k == "NO_STORAGE_OVERLAP":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         return f"{bind(storages_disjoint)}({', '.join(exprs)})"

@@ -30,6 +30,7 @@ from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTuple
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
                       python_getattribute)
+from .lru_cache import LruCacheValue, is_lru_wrapper
 from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
@@ -394,6 +395,11 @@ def wrap_callable_or_object(tx, obj, source):
     if isinstance(obj, torch.nn.Module) and source is not None:
         from .modules import NNModuleValue
         value = NNModuleValue(obj, source)
+        tx.side_effects.track_existing(obj, value)
+        return value
+    if source is not None and is_lru_wrapper(obj):
+        # identity-guarded (the else branch of wrap's guard choice): its cache is per object
+        value = LruCacheValue(obj, source, tx.guards)
         tx.side_effects.track_existing(obj, value)
         return value
     if source is None:
