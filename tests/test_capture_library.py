@@ -224,3 +224,172 @@ def make_local_cache(x):
 
 def test_lru_wrapper_made_in_the_frame_breaks_cleanly():
     assert_same(make_local_cache, t(2), graphs=None, breaks=None)
+
+
+# ---------------------------------------------------------------------------
+# functools.partial attributes and calls
+
+PART = functools.partial(torch.add, alpha=2)
+
+
+def partial_attrs(x):
+    return PART(x, 1), PART.func is torch.add, PART.args, PART.keywords, PART.args is PART.args
+
+
+def partial_keywords_written(x):
+    PART.keywords["alpha"] = 3  # the partial's own dict: later calls pass the new value
+    return PART(x, 1), PART.keywords
+
+
+def partial_local(x):
+    p = functools.partial(torch.mul, other=3)
+    q = functools.partial(p, x)  # flattened, as CPython does
+    kw = q.keywords
+    kw["other"] = 4  # q's own dict
+    return q(), q.func is torch.mul, q.args[0] is x, len(q.args), p.keywords, kw
+
+
+def test_partial_attributes_of_a_pre_existing_partial():
+    assert_same(partial_attrs, t(3))
+
+
+def test_partial_keywords_write_changes_later_calls():
+    try:
+        assert_same(partial_keywords_written, t(3), calls=1)
+        assert PART.keywords == {"alpha": 3}
+    finally:
+        PART.keywords["alpha"] = 2
+
+
+def test_partial_made_in_the_frame_flattened_with_its_own_keywords():
+    assert_same(partial_local, t(3))
+
+
+# ---------------------------------------------------------------------------
+# dict.fromkeys
+
+def fromkeys(x):
+    d = dict.fromkeys(["a", "b", "a"], 0)
+    d["a"] += 1
+    e = dict.fromkeys(range(3))
+    shared = dict.fromkeys("xy", [])
+    shared["x"].append(1)  # one value object for every key
+    return x + d["a"], d, e, shared, shared["y"]
+
+
+def test_dict_fromkeys():
+    assert_same(fromkeys, t(2))
+
+
+# ---------------------------------------------------------------------------
+# objects with __getattr__
+
+class Lazy:
+    def __init__(self):
+        self.real = 1
+
+    def __getattr__(self, name):
+        LOG.append(("getattr", name))
+        if name.startswith("m"):
+            return len(name)
+        raise AttributeError(name)
+
+
+LAZY = Lazy()
+
+
+def reads_lazy(x):
+    return x + LAZY.magic + LAZY.real, hasattr(LAZY, "zzz"), getattr(LAZY, "qq", 5), hasattr(LAZY, "mm")
+
+
+def test_getattr_hook_is_traced_with_its_side_effects():
+    LOG.clear()
+    assert_same(reads_lazy, t(2), calls=1)
+    assert LOG == [("getattr", n) for n in ("magic", "zzz", "qq", "mm")] * 2  # eager, then compiled
+
+
+class Quiet:
+    def __getattr__(self, name):
+        if name == "magic":
+            return 5
+        raise AttributeError(name)
+
+
+QUIET = Quiet()
+
+
+def reads_quiet(x):
+    return x + QUIET.magic
+
+
+def test_getattr_hook_entry_recompiles_when_the_attribute_appears():
+    cf, be = compile_counting(reads_quiet)
+    try:
+        for _ in range(2):
+            torch.testing.assert_close(cf(t(2)), t(2) + 5)
+        QUIET.magic = 100  # now found in the instance dict: __getattr__ no longer runs
+        torch.testing.assert_close(cf(t(2)), t(2) + 100)
+        Quiet.magic = 7  # a class attribute: the instance's still wins
+        torch.testing.assert_close(cf(t(2)), t(2) + 100)
+        del QUIET.magic
+        torch.testing.assert_close(cf(t(2)), t(2) + 7)
+        assert no_breaks()
+    finally:
+        QUIET.__dict__.pop("magic", None)
+        if "magic" in Quiet.__dict__:
+            del Quiet.magic
+
+
+def test_getattribute_hook_is_traced():
+    class Magic:
+        def __getattribute__(self, name):
+            if name == "magic":
+                return 7
+            return object.__getattribute__(self, name)
+
+    m = Magic()
+    m.k = 2
+
+    def fn(x):
+        return x + m.magic + m.k
+
+    assert_same(fn, t(2))
+
+
+# ---------------------------------------------------------------------------
+# enum
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+def enum_ops(x):
+    c = Color.RED
+    if c == Color.RED and c is not Color.GREEN:
+        x = x * c.value
+    names = [m.name for m in Color]
+    values = [m.value for m in Level]
+    return (x + Level.HIGH + len(names), Color(2) is Color.GREEN, c.name, names, values, Level(1),
+            Color["GREEN"], Color.GREEN in Color, list(Color) == [Color.RED, Color.GREEN])
+
+
+def test_enum_members_values_iteration_and_lookup():
+    assert_same(enum_ops, t(2))
+
+
+def enum_missing_value(x):
+    try:
+        Color(3)
+    except ValueError as e:
+        return x + 1, str(e)
+    return x, ""
+
+
+def test_enum_lookup_of_a_missing_value_breaks_cleanly():
+    assert_same(enum_missing_value, t(2), graphs=None, breaks=None)

@@ -388,6 +388,9 @@ def wrap_callable_or_object(tx, obj, source):
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         recv = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(fn, recv, source)
+    if obj is object.__getattribute__:
+        from .objects import ObjectGetattributeValue
+        return ObjectGetattributeValue(source)
     if isinstance(obj, _FUNCTION_TYPES):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
         return OpaqueValue(obj, source, f"call to unsupported builtin {name}()", "unsupported_builtin",
@@ -442,9 +445,12 @@ def _wrap_partial(tx, obj, source):
     from .functions import PartialValue
     tx.guards.add(Guard("TYPE_MATCH", source, functools.partial))
     fn = wrap(tx, obj.func, AttrSource(source, "func"))
-    args = wrap(tx, obj.args, AttrSource(source, "args")).unpack(tx)
+    args_value = wrap(tx, obj.args, AttrSource(source, "args"))
     kw = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
-    value = PartialValue(fn, args, {k.as_constant(): v for k, v in kw.entries.values()})
+    from .containers import DictValue
+    if type(kw) is not DictValue:
+        raise Unsupported("a functools.partial whose keywords dict is not modelled", kind="unsupported_object")
+    value = PartialValue(fn, args_value.unpack(tx), {}, args_value=args_value, keywords=kw)
     value.source = source
     return value
 

@@ -256,6 +256,24 @@ def _dict(tx, args, kwargs, cls=dict):
     return out
 
 
+def _dict_fromkeys(tx, args, kwargs):
+    """``dict.fromkeys(iterable, value=None)``: ``d[key] = value`` for each
+    key in iteration order (every key shares the one value object)."""
+    if kwargs or not 1 <= len(args) <= 2:
+        try:
+            dict.fromkeys(*[()] * len(args), **{k: None for k in kwargs})
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    if type(args[0]) is SetValue:
+        # (a set's iteration order is its hash table's)
+        raise Unsupported("dict.fromkeys of a set", kind="unsupported_call")
+    value = args[1] if len(args) == 2 else NONE
+    out = DictValue()
+    for key in _iter_items(tx, args[0]):
+        setitem(tx, out, key, value)
+    return out
+
+
 def _dict_subclass(cls):
     def handler(tx, args, kwargs):
         if cls is collections.defaultdict:
@@ -376,7 +394,16 @@ def _wraps(tx, args, kwargs):
 
 def _partial(tx, args, kwargs):
     from .functions import PartialValue
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    if not args:
+        tx.raise_python_exception(TypeError("type 'partial' takes at least one argument"))
+    func = args[0]
+    if type(func) is PartialValue:
+        # partial(partial(f, a), b) is partial(f, a, b) (CPython flattens one
+        # whose instance dict was never made; a traced one has none)
+        if func.source is None and not func.exposed:
+            return PartialValue(func.func, func.args + list(args[1:]), {**func._kwargs(), **kwargs})
+        return PartialValue(func, list(args[1:]), dict(kwargs), opaque_parts=True)
+    return PartialValue(func, list(args[1:]), dict(kwargs))
 
 
 class GradModeClassValue(ClassValue):
@@ -615,6 +642,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.invert: _operator_unary(operator.invert), operator.inv: _operator_unary(operator.inv),
     operator.abs: _abs,
     operator.index: _constant_fn(operator.index),
+    dict.fromkeys: _dict_fromkeys,
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 

@@ -128,6 +128,40 @@ def _check_namespace_coherent(tx, module, name: str, writing: bool) -> None:
                           kind="unsupported_attribute")
 
 
+class ObjectGetattributeValue(Value):
+    """``object.__getattribute__`` itself (the generic attribute lookup), as
+    a class's own ``__getattribute__`` calls it to hand a read on: the
+    receiver's generic read, traced and guarded like any other."""
+
+    __slots__ = ()
+
+    def python_type(self):
+        return types.WrapperDescriptorType
+
+    def real_object(self):
+        return (object.__getattribute__,)
+
+    def call(self, tx, args, kwargs):
+        if len(args) == 2 and not kwargs and isinstance(args[0], UserObjectValue) and args[1].is_constant() \
+                and type(args[1].as_constant()) is str:
+            return args[0].generic_get_attr(tx, args[1].as_constant())
+        raise Unsupported("object.__getattribute__ of an object that is not a pre-existing user object",
+                          kind="unsupported_attribute")
+
+    def reconstruct(self, cg):
+        cg.load_object(object.__getattribute__)
+
+
+def _enum_news():
+    import enum
+    new = enum.Enum.__dict__["__new__"]
+    # EnumType sets each enum class's __new__ to Enum.__new__'s function after creation
+    return (new, getattr(new, "__func__", new))
+
+
+_ENUM_NEWS = _enum_news()
+
+
 class ClassValue(Value):
     """A class object (user classes, builtin types, exception classes).
 
@@ -195,8 +229,50 @@ class ClassValue(Value):
                               kind="unsupported_attribute")
 
     def call(self, tx, args, kwargs):
+        member = self._enum_lookup(tx, args, kwargs)
+        if member is not None:
+            return member
         from .builtins_table import call_type
         return call_type(tx, self.cls, args, kwargs)
+
+    def _enum_lookup(self, tx, args, kwargs) -> Optional[Value]:
+        """``EnumClass(value)`` for a literal value that names a member:
+        ``EnumType.__call__`` -> ``Enum.__new__`` -> ``cls._value2member_map_[value]``
+        (read with the tracer's guarded reads).  Anything else (a value
+        that is no member's, which goes on to ``_missing_``, functional API
+        calls, overridden ``__call__``/``__new__``) is left to ``call_type``."""
+        import enum
+        cls, meta = self.cls, type(self.cls)
+        if not isinstance(cls, enum.EnumMeta) or len(args) != 1 or kwargs or not args[0].is_constant() \
+                or special_lookup(meta, "__call__") is not enum.EnumMeta.__dict__["__call__"] \
+                or special_lookup(cls, "__new__") not in _ENUM_NEWS \
+                or not cls.__dict__.get("_member_names_"):
+            return None
+        value = args[0].as_constant()
+        if type(value) not in (int, str, bool, float, bytes, type(None)) or type(value) is float and value != value:
+            return None
+        table = self.get_attr(tx, "_value2member_map_")
+        from .containers import DictValue, key_of
+        if type(table) is not DictValue:
+            return None
+        found = table.entries.get(key_of(ConstantValue(value)))
+        if found is None:
+            return None  # not a member's value (or an unhashable one): _missing_ and friends
+        return found[1]
+
+    def unpack(self, tx):
+        """``iter(EnumClass)``: ``EnumType.__iter__`` is
+        ``(cls._member_map_[name] for name in cls._member_names_)``, done here
+        with the tracer's own (guarded) reads of those two attributes."""
+        import enum
+        meta = type(self.cls)
+        if isinstance(self.cls, enum.EnumMeta) and \
+                special_lookup(meta, "__iter__") is enum.EnumMeta.__dict__["__iter__"]:
+            from .operators import getitem
+            names = self.get_attr(tx, "_member_names_").unpack(tx)
+            members = self.get_attr(tx, "_member_map_")
+            return [getitem(tx, members, n) for n in names]
+        return super().unpack(tx)
 
     def truth(self, tx):
         if type(self.cls) is type:
@@ -631,8 +707,9 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         raise Unsupported(f"reading {cls.__name__}.{name}, a descriptor whose __get__ is a "
                           f"{type(descriptor_get).__name__}", kind="unsupported_attribute")
     if class_attr is None and (inst_dict is None or name not in inst_dict):
-        if special_lookup(cls, "__getattr__") is not _MISSING:
-            raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+        hook = special_lookup(cls, "__getattr__")
+        if hook is not _MISSING:
+            return _call_getattr_hook(tx, value, cls, name, hook, inst_dict, generic)
         # absent from the class and its bases, and no __getattr__: while that holds
         guard_class_lookup(tx, cls, name)
         guard_class_lookup(tx, cls, "__getattr__")
@@ -652,6 +729,24 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
         return BoundMethodValue(fn, value)
     return tx.wrap(attr, AttrSource(src, name))
+
+
+def _call_getattr_hook(tx, value: Value, cls, name: str, hook, inst_dict, generic: bool) -> Value:
+    """``obj.name`` when neither the instance nor its class has ``name`` and
+    the class defines ``__getattr__``: the generic lookup raises
+    AttributeError, which CPython swallows to call ``__getattr__(obj, name)``
+    -- traced here, under guards that the name stays absent (instance dict,
+    every class of the MRO) and the hook stays the one traced."""
+    src = value.source
+    if generic or type(hook) is not types.FunctionType or \
+            special_lookup(cls, "__getattribute__") is not object.__dict__["__getattribute__"]:
+        raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
+    if inst_dict is not None:
+        _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
+    guard_class_lookup(tx, cls, name)
+    guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
+    fn = tx.wrap(hook, AttrSource(AttrSource(src, "__class__"), "__getattr__"))
+    return fn.call(tx, [value, const(name)], {})
 
 
 class GradModeValue(Value):
