@@ -13,6 +13,7 @@ import collections
 import contextlib
 import enum
 import functools
+import logging
 import typing
 
 import pytest
@@ -393,3 +394,97 @@ def enum_missing_value(x):
 
 def test_enum_lookup_of_a_missing_value_breaks_cleanly():
     assert_same(enum_missing_value, t(2), graphs=None, breaks=None)
+
+
+# ---------------------------------------------------------------------------
+# logging
+
+class ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append((record.levelname, record.getMessage()))
+
+
+def _logger(name, level):
+    log = logging.getLogger(name)
+    log.setLevel(level)
+    log.propagate = False
+    log.handlers[:] = [ListHandler()]
+    return log
+
+
+QUIET_LOG = _logger("bytegraph_test.quiet", logging.ERROR)
+
+
+def logs_quietly(x):
+    x = x + 1
+    QUIET_LOG.debug("debug %s", 1)
+    QUIET_LOG.info("info")
+    QUIET_LOG.warning("warning %d", 2)
+    QUIET_LOG.log(logging.INFO, "log")
+    QUIET_LOG.error("error")  # enabled: emitted
+    return x + 1
+
+
+def test_disabled_logger_calls_are_captured_after_the_level_cache_fills():
+    handler = QUIET_LOG.handlers[0]
+    QUIET_LOG.setLevel(logging.ERROR)  # clears the level cache
+    cf, be = compile_counting(logs_quietly)
+    for i in range(4):
+        handler.records.clear()
+        torch.testing.assert_close(cf(t(2)), t(2) + 2)
+        assert handler.records == [("ERROR", "error")]
+    bytegraph.reset()
+    # levels cached: the disabled calls are nothing; the enabled one is the only break
+    report = bytegraph.explain(logs_quietly)(t(2))
+    assert report.graph_count == 2 and [r.kind for r in report.break_reasons] == ["logging"]
+    assert "enabled level" in report.break_reasons[0].explanation
+
+
+def test_logger_level_change_between_calls_is_seen():
+    handler = QUIET_LOG.handlers[0]
+    cf, be = compile_counting(logs_quietly)
+    try:
+        for level, expected in [(logging.ERROR, ["error"]), (logging.DEBUG, ["debug 1", "info", "warning 2", "log",
+                                                                              "error"]),
+                                (logging.CRITICAL, []), (logging.ERROR, ["error"])]:
+            QUIET_LOG.setLevel(level)
+            for _ in range(2):
+                handler.records.clear()
+                cf(t(2))
+                assert [m for _, m in handler.records] == expected
+        QUIET_LOG.disabled = True
+        handler.records.clear()
+        cf(t(2))
+        assert handler.records == []
+        QUIET_LOG.disabled = False
+        logging.disable(logging.CRITICAL)
+        cf(t(2))
+        assert handler.records == []
+    finally:
+        QUIET_LOG.disabled = False
+        logging.disable(logging.NOTSET)
+        QUIET_LOG.setLevel(logging.ERROR)
+
+
+def logs_once(x):
+    HF_LOG.warning_once("only once")
+    return x + 1
+
+
+def test_transformers_warning_once_is_a_cached_call():
+    global HF_LOG
+    from transformers.utils import logging as hf_logging
+    HF_LOG = hf_logging.get_logger("bytegraph_test.once")
+    HF_LOG.propagate = False
+    HF_LOG.handlers[:] = [ListHandler()]
+    cf, be = compile_counting(logs_once)
+    for _ in range(3):
+        torch.testing.assert_close(cf(t(2)), t(2) + 1)
+    assert HF_LOG.handlers[0].records == [("WARNING", "only once")]
+    bytegraph.reset()
+    report = bytegraph.explain(logs_once)(t(2))  # cached now: the call is captured
+    assert report.graph_count == 1 and report.graph_break_count == 0

@@ -363,6 +363,9 @@ def wrap_callable_or_object(tx, obj, source):
             name = getattr(obj, "__qualname__", "function")
             return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable",
                                "compiler_disable", "the call runs natively between graphs, as requested")
+        from .logging_calls import LEVEL_METHODS, LoggerLevelMethodValue
+        if obj in LEVEL_METHODS.values():
+            return LoggerLevelMethodValue(obj, source)
         skipped = _skipped_module(obj)
         if skipped is not None:
             kind, hint = skipped
@@ -497,13 +500,16 @@ _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess",
 #: and sets them on the class, some fifty graph breaks per class; it runs
 #: natively as one call.  The helpers that read an instance are inlined.)
 _INLINED_LIBRARY_CLASSES = {
-    "contextlib": ("nullcontext.", "suppress."),
+    "contextlib": ("nullcontext.", "suppress.", "closing."),
     "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
                     "is_dataclass", "_is_dataclass_instance"),
 }
 
 
 def _skipped_module(fn):
+    if fn is collections.namedtuple:
+        # a new class on every call (eager identity): run natively, as one call
+        return ("unsupported_library", "collections.namedtuple makes a new class on every call: it runs natively")
     mod = getattr(fn, "__module__", None) or ""
     if getattr(fn, "__qualname__", "").startswith(_INLINED_LIBRARY_CLASSES.get(mod, ())):
         return None

@@ -65,7 +65,7 @@ def _safe_key_part(x) -> bool:
     if t is object:  # the keyword marker: compared by identity
         return True
     # a ``typed`` cache stores the arguments' classes; type's own == is identity
-    return t is type
+    return t is type or _identity_hashed(x)
 
 
 def _key_arg(x) -> bool:
@@ -77,6 +77,37 @@ def _key_arg(x) -> bool:
     if t is tuple:
         return all(_key_arg(item) for item in x)
     return t in _SCALARS
+
+
+def _identity_hashed(x) -> bool:
+    """An object whose ``==`` and hash are object's (identity): as a key part
+    it equals only itself, and comparing it runs no program code."""
+    from .objects import special_lookup
+    t = type(x)
+    try:
+        return special_lookup(t, "__hash__") is object.__dict__["__hash__"] and \
+            special_lookup(t, "__eq__") is object.__dict__["__eq__"]
+    except (AttributeError, TypeError):
+        return False
+
+
+def _key_part(tx, value, name: str):
+    """The real object a call argument contributes to the key: a literal,
+    or (guarded by identity) a pre-existing object hashed by identity, such
+    as the ``self`` of an ``lru_cache``-decorated method (``logger.warning_once``)."""
+    if value.is_constant():
+        c = value.as_constant()
+        if _key_arg(c):
+            return c
+    else:
+        real = value.real_object()
+        if real is not None and value.source is not None and _identity_hashed(real[0]):
+            from ..guards import Guard
+            tx.guards.add(Guard("ID_MATCH", value.source, real[0]))
+            return real[0]
+    raise Unsupported(f"calling lru_cache wrapper {name}() with an argument that is neither a literal nor an "
+                      f"object hashed by identity ({value.type_name()})", kind="lru_cache",
+                      hint="the call runs natively between graphs")
 
 
 def _parameters(wrapper):
@@ -182,14 +213,8 @@ class LruCacheValue(UserObjectValue):
         name = getattr(self.obj, "__qualname__", "function")
         if self.source is None:
             raise Unsupported(f"calling lru_cache wrapper {name}() made in the trace", kind="lru_cache")
-        if not all(a.is_constant() for a in args) or not all(v.is_constant() for v in kwargs.values()):
-            raise Unsupported(f"calling lru_cache wrapper {name}() with non-constant arguments", kind="lru_cache",
-                              hint="the call runs natively between graphs")
-        pos = tuple(a.as_constant() for a in args)
-        kw = {k: v.as_constant() for k, v in kwargs.items()}
-        if not all(_key_arg(a) for a in pos) or not all(_key_arg(v) for v in kw.values()):
-            raise Unsupported(f"calling lru_cache wrapper {name}() with arguments that are not literals",
-                              kind="lru_cache", hint="the call runs natively between graphs")
+        pos = tuple(_key_part(tx, a, name) for a in args)
+        kw = {k: _key_part(tx, v, name) for k, v in kwargs.items()}
         result = cached_result(self.obj, pos, kw)
         from ..guards import Guard
         if result is MISS:
