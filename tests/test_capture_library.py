@@ -15,6 +15,7 @@ import enum
 import functools
 import logging
 import typing
+import warnings
 
 import pytest
 import torch
@@ -488,3 +489,277 @@ def test_transformers_warning_once_is_a_cached_call():
     bytegraph.reset()
     report = bytegraph.explain(logs_once)(t(2))  # cached now: the call is captured
     assert report.graph_count == 1 and report.graph_break_count == 0
+
+
+# ---------------------------------------------------------------------------
+# grad-mode decorators on helpers
+
+@torch.no_grad()
+def ng_helper(x):
+    return x * 2
+
+
+@torch.no_grad
+def ng_bare_helper(x):
+    return x * 3
+
+
+@torch.enable_grad()
+def eg_helper(x):
+    return x * 2
+
+
+@torch.set_grad_enabled(False)
+def sge_helper(x):
+    return x * 2
+
+
+def grad_decorated(x):
+    a = ng_helper(x + 1)
+    b = ng_bare_helper(x + 1)
+    with torch.no_grad():
+        c = eg_helper(x + 1)
+    d = sge_helper(x + 1)
+    return a + 1, b, c, d, (x + 1).requires_grad, torch.is_grad_enabled()
+
+
+def test_grad_mode_decorators_on_helpers():
+    x = t(3).requires_grad_(True)
+    _, be = assert_same(grad_decorated, x)
+    assert be.count == 1
+
+
+@torch.inference_mode()
+def im_helper(x):
+    return x * 2
+
+
+def inference_decorated(x):
+    return im_helper(x + 1) + 1
+
+
+def test_inference_mode_decorator_breaks_cleanly():
+    # inference_mode is not modelled at all (its tensors differ from no_grad's): it runs natively
+    out, _ = assert_same(inference_decorated, t(3), graphs=None, breaks=None)
+    assert bytegraph.stats().eager_fallbacks == 0
+
+
+# ---------------------------------------------------------------------------
+# contextlib
+
+class Closable:
+    def __init__(self):
+        self.closed = 0
+
+    def close(self):
+        self.closed += 1
+
+
+CLOSABLE = Closable()
+
+
+def uses_closing(x):
+    x = x + 1
+    with contextlib.closing(CLOSABLE) as c:
+        x = x * 2
+    return x + c.closed, c is CLOSABLE
+
+
+def uses_nullcontext_and_suppress(x):
+    x = x + 1
+    with contextlib.nullcontext(3) as v:
+        x = x * v
+    with contextlib.suppress(KeyError):
+        x = x * 2
+        {}[1]
+        x = x * 100
+    return x + 1
+
+
+@contextlib.contextmanager
+def scaled(k):
+    LOG.append(("enter", k))
+    try:
+        yield k * 2
+    finally:
+        LOG.append(("exit", k))
+
+
+def uses_contextmanager(x):
+    x = x + 1
+    with scaled(2) as k:
+        x = x * k
+    return x + 1
+
+
+def test_closing():
+    CLOSABLE.closed = 0
+    cf, be = compile_counting(uses_closing)
+    for i in range(3):
+        out, same = cf(t(2))
+        assert same and CLOSABLE.closed == i + 1
+        torch.testing.assert_close(out, (t(2) + 1) * 2 + i + 1)
+    assert no_breaks()
+
+
+def test_nullcontext_suppress_and_contextmanager():
+    assert_same(uses_nullcontext_and_suppress, t(2))
+    LOG.clear()
+    assert_same(uses_contextmanager, t(2), calls=1)
+    assert LOG == [("enter", 2), ("exit", 2)] * 2
+
+
+def uses_exitstack(x):
+    x = x + 1
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.no_grad())
+        stack.callback(LOG.append, "callback")
+        x = x * 2
+    return x + 1, x.requires_grad
+
+
+def test_exitstack_breaks_cleanly():
+    # ExitStack keeps its callbacks in a deque and chains exceptions with
+    # sys.exc_info(): it runs natively (a break at each of its calls)
+    LOG.clear()
+    assert_same(uses_exitstack, t(2).requires_grad_(True), graphs=None, breaks=None, calls=1)
+    assert LOG == ["callback"] * 2 and bytegraph.stats().eager_fallbacks == 0
+
+
+# ---------------------------------------------------------------------------
+# tuples, namedtuple, typing
+
+POINT = collections.namedtuple("Point", "a b")
+
+
+def tuple_methods(x):
+    tup = (1, 2, 3, 2)
+    p = POINT(x + 1, 2)
+    q = POINT(2, 2)
+    return (x + tup.index(2) + tup.count(2) + tup.index(2, 2), p.a * p.b + p[1], p._asdict()["b"],
+            p._replace(b=5).b, POINT._fields, q.index(2), q.count(2), q)
+
+
+def test_tuple_index_count_and_a_module_namedtuple():
+    assert_same(tuple_methods, t(2))
+
+
+def tuple_index_missing(x):
+    try:
+        (1, 2).index(5)
+    except ValueError as e:
+        return x + 1, str(e)
+
+
+def test_tuple_index_missing_raises_as_in_python():
+    assert_same(tuple_index_missing, t(2))
+
+
+def namedtuple_in_frame(x):
+    P = collections.namedtuple("P", ["a", "b"])
+    p = P(x + 1, 2)
+    return p.a * p.b, p._replace(b=3).b, p._fields, P.__name__, type(p) is P
+
+
+def test_namedtuple_made_in_the_frame_is_one_clean_break():
+    # a new class on every call: made natively (one break), used in the graph
+    # after it (the continuation is guarded by the class's identity, so each
+    # call's new class is a recompile: correct, not cheap)
+    assert_same(namedtuple_in_frame, t(2), graphs=None, breaks=1, calls=1)
+    assert bytegraph.stats().eager_fallbacks == 0
+
+
+def typing_uses(x):
+    y = typing.cast(torch.Tensor, x + 1)
+    if typing.TYPE_CHECKING:
+        y = y * 100
+    return y + 1, typing.cast("int", 3)
+
+
+def test_typing_cast_and_type_checking():
+    assert_same(typing_uses, t(2))
+
+
+def typing_subscript(x):
+    return x + 1, typing.Optional[int], typing.List[int]
+
+
+def test_typing_subscription_breaks_cleanly():
+    # typing's own lru_cache holds keys whose == is Python code: looking one
+    # up could run it at trace time, so the call runs natively
+    assert_same(typing_subscript, t(2), graphs=None, breaks=None)
+    assert bytegraph.stats().eager_fallbacks == 0
+
+
+# ---------------------------------------------------------------------------
+# warnings
+
+def warns(x):
+    x = x + 1
+    warnings.warn("careful", UserWarning)
+    return x + 1
+
+
+def test_warnings_warn_breaks_cleanly_and_warns_like_eager():
+    # warn() consults the filters and the caller's __warningregistry__ (a
+    # "default" warning is shown once per location): it runs natively
+    def run(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn(t(2))
+            fn(t(2))
+        return [(str(w.message), w.category, w.lineno, w.filename) for w in caught]
+
+    expected = run(warns)
+    cf, be = compile_counting(warns)
+    assert run(cf) == expected and len(expected) == 2
+    assert bytegraph.stats().graph_breaks == 1 and bytegraph.stats().eager_fallbacks == 0
+
+
+# ---------------------------------------------------------------------------
+# defaultdict.setdefault, torch.ops.aten, function attributes
+
+def dd_setdefault(x):
+    d = collections.defaultdict(list)
+    d.setdefault("a", []).append(1)
+    d["b"].append(2)
+    return x + len(d["a"]) + len(d["b"]) + len(d["c"]), dict(d)
+
+
+def test_defaultdict_setdefault():
+    assert_same(dd_setdefault, t(2))
+
+
+def aten_ops(x):
+    y = torch.ops.aten.add.Tensor(x, 1)
+    z = torch.ops.aten.mul(y, 2)
+    return torch.ops.aten.relu.default(z - 3), torch.ops.aten.sum.dim_IntList(z, [0])
+
+
+def test_torch_ops_aten_namespaces_and_overloads():
+    _, be = assert_same(aten_ops, t(3, 2))
+    assert be.op_counts() == [5]
+
+
+def _closure_maker():
+    k = 3
+
+    def inner(x=2):
+        return k
+
+    inner.tag = "t"
+    return inner
+
+
+INNER = _closure_maker()
+
+
+def function_attrs(x):
+    fn = INNER
+    c = fn.__closure__[0].cell_contents
+    return (x + c + fn.__defaults__[0], fn.__name__, fn.__qualname__, fn.__module__, fn.__code__.co_name,
+            fn.__dict__["tag"], len(fn.__dict__), fn.__kwdefaults__, fn.__code__ is INNER.__code__)
+
+
+def test_function_attribute_reads():
+    assert_same(function_attrs, t(2))

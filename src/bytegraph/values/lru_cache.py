@@ -95,16 +95,14 @@ def _key_part(tx, value, name: str):
     """The real object a call argument contributes to the key: a literal,
     or (guarded by identity) a pre-existing object hashed by identity, such
     as the ``self`` of an ``lru_cache``-decorated method (``logger.warning_once``)."""
-    if value.is_constant():
-        c = value.as_constant()
-        if _key_arg(c):
-            return c
-    else:
-        real = value.real_object()
-        if real is not None and value.source is not None and _identity_hashed(real[0]):
-            from ..guards import Guard
-            tx.guards.add(Guard("ID_MATCH", value.source, real[0]))
-            return real[0]
+    if value.is_constant() and _key_arg(value.as_constant()):
+        return value.as_constant()
+    real = value.real_object()
+    if real is not None and value.source is not None and \
+            (_identity_hashed(real[0]) or type(real[0]) is type):
+        from ..guards import Guard
+        tx.guards.add(Guard("ID_MATCH", value.source, real[0]))
+        return real[0]
     raise Unsupported(f"calling lru_cache wrapper {name}() with an argument that is neither a literal nor an "
                       f"object hashed by identity ({value.type_name()})", kind="lru_cache",
                       hint="the call runs natively between graphs")
