@@ -763,3 +763,53 @@ def function_attrs(x):
 
 def test_function_attribute_reads():
     assert_same(function_attrs, t(2))
+
+
+class SlotsWithHook:
+    __slots__ = ("a", "b")
+
+    def __getattr__(self, name):
+        return "hook:" + name
+
+
+class PropertyWithHook:
+    @property
+    def p(self):
+        raise AttributeError("no")
+
+    def __getattr__(self, name):
+        return "hook:" + name
+
+
+SLOTS_HOOK = SlotsWithHook()
+SLOTS_HOOK.b = 1
+PROP_HOOK = PropertyWithHook()
+
+
+def reads_through_failing_descriptors(x):
+    return x + SLOTS_HOOK.b, SLOTS_HOOK.a, PROP_HOOK.p
+
+
+def test_getattr_hook_after_a_raising_descriptor_breaks_cleanly():
+    # CPython calls __getattr__ when an unset slot or a property raises
+    # AttributeError; the trace must not read them natively (that would run
+    # the hook at trace time) nor skip the hook
+    assert_same(reads_through_failing_descriptors, t(2), graphs=None, breaks=None)
+    assert bytegraph.stats().eager_fallbacks == 0
+
+
+def calls_then_reads_stats(x):
+    y = x + unbounded_scale(3)[0]
+    return y, unbounded_scale.cache_info().hits
+
+
+def test_lru_cache_info_after_a_captured_hit_sees_it():
+    def observed(fn):
+        _fresh(unbounded_scale)
+        unbounded_scale(3)
+        return [fn(t(2))[1] for _ in range(3)]
+
+    expected = observed(calls_then_reads_stats)
+    cf, be = compile_counting(calls_then_reads_stats)
+    assert observed(cf) == expected == [1, 2, 3]
+    assert bytegraph.stats().eager_fallbacks == 0

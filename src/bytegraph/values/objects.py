@@ -670,6 +670,16 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         if name in klass.__dict__:
             class_attr = klass.__dict__[name]
             break
+    # with a __getattr__, an AttributeError from the generic lookup (a
+    # property's getter, an unset slot, a descriptor) is caught and the hook
+    # called instead
+    hook = _MISSING if generic else special_lookup(cls, "__getattr__")
+    if hook is not _MISSING and class_attr is not None and hasattr(type(class_attr), "__get__") \
+            and not isinstance(class_attr, (types.FunctionType, staticmethod, classmethod)):
+        if isinstance(class_attr, property) or isinstance(getattr(type(class_attr), "__get__", None),
+                                                          types.FunctionType):
+            raise Unsupported(f"{cls.__name__}.{name}, a descriptor of a class with __getattr__",
+                              kind="unsupported_attribute")
     if isinstance(class_attr, property):
         if class_attr.fget is None:
             tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
@@ -714,8 +724,13 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         guard_class_lookup(tx, cls, name)
         guard_class_lookup(tx, cls, "__getattr__")
     try:
-        attr = object.__getattribute__(obj, name) if generic else getattr(obj, name)
+        attr = object.__getattribute__(obj, name) if generic or hook is not _MISSING else getattr(obj, name)
     except AttributeError as e:
+        if hook is not _MISSING:
+            # an unset slot, a C descriptor that raised: the hook's turn, but
+            # no guard here could say the descriptor keeps raising
+            raise Unsupported(f"{cls.__name__}.{name} raising AttributeError in a class with __getattr__",
+                              kind="unsupported_attribute") from None
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
             _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
