@@ -540,7 +540,8 @@ def inference_decorated(x):
 
 def test_inference_mode_decorator_breaks_cleanly():
     # inference_mode is not modelled at all (its tensors differ from no_grad's): it runs natively
-    out, _ = assert_same(inference_decorated, t(3), graphs=None, breaks=None)
+    out, _ = assert_same(inference_decorated, t(3), graphs=2, breaks=1)
+    assert out.is_inference() is False
     assert bytegraph.stats().eager_fallbacks == 0
 
 

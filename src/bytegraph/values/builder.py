@@ -363,6 +363,12 @@ def wrap_callable_or_object(tx, obj, source):
             name = getattr(obj, "__qualname__", "function")
             return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable",
                                "compiler_disable", "the call runs natively between graphs, as requested")
+        if _inference_mode_decorated(obj):
+            # inference_mode is not modelled: the whole decorated call runs
+            # natively (one break, not one at each step of the decorator)
+            name = getattr(obj, "__qualname__", "function")
+            return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.inference_mode",
+                               "unsupported_context", "inference_mode is not supported yet; use torch.no_grad()")
         from .logging_calls import LEVEL_METHODS, LoggerLevelMethodValue
         if obj in LEVEL_METHODS.values():
             return LoggerLevelMethodValue(obj, source)
@@ -504,6 +510,19 @@ _INLINED_LIBRARY_CLASSES = {
     "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
                     "is_dataclass", "_is_dataclass_instance"),
 }
+
+
+def _inference_mode_decorated(fn: types.FunctionType) -> bool:
+    """``fn`` is torch's ``decorate_context`` wrapper of an ``@torch.inference_mode()``
+    function (its ``ctx_factory`` cell holds the mode's ``clone``)."""
+    code = fn.__code__
+    if code.co_name != "decorate_context" or "ctx_factory" not in code.co_freevars or fn.__closure__ is None:
+        return False
+    try:
+        factory = fn.__closure__[code.co_freevars.index("ctx_factory")].cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return isinstance(getattr(factory, "__self__", None), torch.inference_mode)
 
 
 def _skipped_module(fn):
