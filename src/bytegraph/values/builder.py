@@ -401,9 +401,6 @@ def wrap_callable_or_object(tx, obj, source):
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         recv = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(fn, recv, source)
-    if obj is object.__getattribute__:
-        from .objects import ObjectGetattributeValue
-        return ObjectGetattributeValue(source)
     if isinstance(obj, _FUNCTION_TYPES):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
         return OpaqueValue(obj, source, f"call to unsupported builtin {name}()", "unsupported_builtin",

@@ -129,30 +129,6 @@ def _check_namespace_coherent(tx, module, name: str, writing: bool) -> None:
                           kind="unsupported_attribute")
 
 
-class ObjectGetattributeValue(Value):
-    """``object.__getattribute__`` itself (the generic attribute lookup), as
-    a class's own ``__getattribute__`` calls it to hand a read on: the
-    receiver's generic read, traced and guarded like any other."""
-
-    __slots__ = ()
-
-    def python_type(self):
-        return types.WrapperDescriptorType
-
-    def real_object(self):
-        return (object.__getattribute__,)
-
-    def call(self, tx, args, kwargs):
-        if len(args) == 2 and not kwargs and isinstance(args[0], UserObjectValue) and args[1].is_constant() \
-                and type(args[1].as_constant()) is str:
-            return args[0].generic_get_attr(tx, args[1].as_constant())
-        raise Unsupported("object.__getattribute__ of an object that is not a pre-existing user object",
-                          kind="unsupported_attribute")
-
-    def reconstruct(self, cg):
-        cg.load_object(object.__getattribute__)
-
-
 def _enum_news():
     import enum
     new = enum.Enum.__dict__["__new__"]
