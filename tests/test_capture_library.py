@@ -814,3 +814,22 @@ def test_lru_cache_info_after_a_captured_hit_sees_it():
     cf, be = compile_counting(calls_then_reads_stats)
     assert observed(cf) == expected == [1, 2, 3]
     assert bytegraph.stats().eager_fallbacks == 0
+
+
+@functools.lru_cache(maxsize=None, typed=True)
+@functools.lru_cache(maxsize=None)
+def stacked(n, kind=None):
+    return (n, kind)
+
+
+def uses_stacked(x):
+    return x + 1, stacked(1)
+
+
+def test_lru_of_an_lru_breaks_cleanly():
+    # the outer wrapper's cache_parameters are the inner one's (update_wrapper
+    # copies __dict__): its typed flag cannot be read, so its key is not built
+    stacked.cache_clear()
+    stacked(1, int)
+    stacked(1)
+    assert_same(uses_stacked, t(2), graphs=None, breaks=1)

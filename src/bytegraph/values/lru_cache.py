@@ -9,14 +9,17 @@ every call (what ignoring the cache would do) is wrong on both counts:
 results lose their identity (a cached list or tensor is a new object each
 call) and the function's effects happen on every call instead of once.
 
-What is captured, exactly, is the hit with constant arguments:
+What is captured, exactly, is the hit whose arguments are literals or
+pre-existing objects hashed by identity (a method's ``self``, a class):
 
-* at trace time the key CPython would build from the arguments is looked up
-  in the wrapper's real cache table (reached with ``gc.get_referents``, which
-  walks exactly the C object's fields: no program code runs).  The lookup
-  compares keys with ``==`` only when every stored key is made of literals
-  (and the keyword marker / classes of a ``typed`` cache), whose equality and
-  hash run no program code and agree with the dict's own lookup;
+* at trace time the key CPython would build from the arguments
+  (``make_key``, CPython's ``lru_cache_make_key``) is looked up in the
+  wrapper's real cache table, reached with ``gc.get_referents`` (which walks
+  the C object's fields: no program code runs).  The lookup compares keys
+  with ``==`` only when every stored key is made of literals, identity-hashed
+  objects, classes and the keyword marker, whose equality and hash run no
+  program code and agree with the dict's own lookup; identity-hashed
+  arguments are guarded by identity;
 * the call's value is the stored result object itself (wrapped by identity,
   so a cached list or tensor keeps its identity and its mutations replay on
   it);
@@ -26,12 +29,15 @@ What is captured, exactly, is the hit with constant arguments:
 * the real call is replayed after the graph with the same arguments
   (``SideEffects.defer_call``): given the guard it is a hit, so it runs no
   program code and moves the counters and the LRU order exactly as the eager
-  call would.  Nothing traced can observe them in between: ``cache_info``,
-  ``cache_clear`` and ``cache_parameters`` are left to run natively.
+  call would.  Nothing traced can observe them in between: ``cache_info``
+  and ``cache_clear`` are C methods, whose calls break (after the replay).
 
-A miss (or a key that is not made of literals, a cache holding other keys, a
-wrapper made in the trace, ``maxsize=0``) is a clean graph break: the call
-runs natively, exactly once.
+A miss is a clean graph break: the call runs natively, exactly once (its
+effects, the insertion, the miss counter).  The entry that breaks keeps an
+``LRU_UNCACHED`` guard, so once the key is cached the next call recompiles
+and captures the hit.  Other arguments, a cache holding other keys (or more
+than ``MAX_SCANNED_ENTRIES``), a wrapper made in the trace and ``maxsize=0``
+break the same way.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import functools
 import gc
 import math
 import types
+
 from ..errors import Unsupported
 from ..sources import ObjectSource
 from .objects import UserObjectValue
@@ -135,8 +142,16 @@ def _table(wrapper):
     inst_dict = wrapper.__dict__
     if len(refs) < 7 or refs[0] is not type(wrapper) or refs[-1] is not inst_dict:
         return None
-    cache, _func, kwd_mark, link_type = refs[-6], refs[-5], refs[-4], refs[-3]
+    cache, func, kwd_mark, link_type = refs[-6], refs[-5], refs[-4], refs[-3]
     if type(cache) is not dict or type(kwd_mark) is not object or not isinstance(link_type, type):
+        return None
+    # ``update_wrapper`` copies the wrapped function's ``__dict__`` over the
+    # wrapper's: an lru_cache of an lru_cache would show the inner wrapper's
+    # ``cache_parameters`` (and so maybe the wrong ``typed``)
+    if type(func) is types.FunctionType:
+        if "cache_parameters" in func.__dict__:
+            return None
+    elif type(func).__dictoffset__ != 0:
         return None
     links = refs[1:-6]
     if not links:
