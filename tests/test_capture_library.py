@@ -14,6 +14,7 @@ import contextlib
 import enum
 import functools
 import logging
+import types
 import typing
 import warnings
 
@@ -833,3 +834,65 @@ def test_lru_of_an_lru_breaks_cleanly():
     stacked(1, int)
     stacked(1)
     assert_same(uses_stacked, t(2), graphs=None, breaks=1)
+
+
+# ---------------------------------------------------------------------------
+# module __getattr__ (PEP 562), and nothing of the program run while compiling
+
+def _lazy_module():
+    mod = types.ModuleType("bytegraph_test_lazy")
+    exec(
+        "CALLS = []\n"
+        "def __getattr__(name):\n"
+        "    CALLS.append(name)\n"
+        "    if name == 'lazy':\n"
+        "        return 5\n"
+        "    raise AttributeError(name)\n", mod.__dict__)
+    return mod
+
+
+LAZY_MOD = _lazy_module()
+
+
+def reads_lazy_module(x):
+    return x + LAZY_MOD.lazy, hasattr(LAZY_MOD, "other")
+
+
+def test_module_getattr_is_traced_not_run_at_compile_time():
+    LAZY_MOD.CALLS.clear()
+    cf, be = compile_counting(reads_lazy_module)
+    out, has = cf(t(2))
+    torch.testing.assert_close(out, t(2) + 5)
+    assert not has and LAZY_MOD.CALLS == ["lazy", "other"]  # once each, when the compiled code ran
+    LAZY_MOD.lazy = 7  # a real global now: the hook no longer runs for it
+    out, has = cf(t(2))
+    torch.testing.assert_close(out, t(2) + 7)
+    assert LAZY_MOD.CALLS == ["lazy", "other", "other"] and no_breaks()
+    del LAZY_MOD.lazy
+
+
+class Watched:
+    def __getattr__(self, name):
+        LOG.append(("watched", name))
+        raise AttributeError(name)
+
+
+WATCHED = Watched()
+
+
+@functools.cache
+def keyed_by_object(obj):
+    return 3
+
+
+def passes_watched(x):
+    return x + keyed_by_object(WATCHED)
+
+
+def test_identity_guard_labels_do_not_run_getattr_hooks():
+    keyed_by_object(WATCHED)
+    LOG.clear()
+    cf, be = compile_counting(passes_watched)  # an ID_MATCH guard on WATCHED (an lru key)
+    torch.testing.assert_close(cf(t(2)), t(2) + 3)
+    bytegraph.explain(passes_watched)(t(2))  # describes its guards too
+    assert LOG == [] and be.count == 1 and no_breaks()

@@ -266,10 +266,29 @@ def autocast_state():
     return tuple(enabled), torch.is_autocast_cache_enabled()
 
 
+def _name_of(obj) -> Optional[str]:
+    """``obj``'s qualified name, read only where reading it runs no program
+    code (a ``getattr`` on any object could call its class's or its module's
+    ``__getattr__``): classes, functions, builtins and modules."""
+    t = type(obj)
+    try:
+        if issubclass(t, type):
+            return type.__dict__["__qualname__"].__get__(obj)
+        if t in (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                 types.WrapperDescriptorType, types.MethodWrapperType):
+            return obj.__qualname__
+        if t is types.ModuleType:
+            name = obj.__dict__.get("__name__")
+            return name if type(name) is str else None
+    except Exception:
+        return None
+    return None
+
+
 def _short(obj) -> str:
     if isinstance(obj, _Forgotten):
         return f"<{obj.type_name} {obj.__qualname__}>"
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    name = _name_of(obj)
     if name:
         return f"<{type(obj).__name__} {name}>"
     return f"<{type(obj).__name__} at {id(obj):#x}>"
@@ -499,7 +518,7 @@ class _Forgotten:
     __slots__ = ("__qualname__", "type_name")
 
     def __init__(self, obj):
-        self.__qualname__ = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or f"{id(obj):#x}"
+        self.__qualname__ = _name_of(obj) or f"{id(obj):#x}"
         self.type_name = type(obj).__name__
 
 

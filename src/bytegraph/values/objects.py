@@ -54,12 +54,48 @@ class PythonModuleValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"module '{self.module.__name__}' has no attribute '{name}'"))
             return pending
+        hooked = self._absent_with_hook(tx, name)
+        if hooked is not None:
+            return hooked
         try:
             attr = getattr(self.module, name)
         except AttributeError as e:
             tx.raise_python_exception(e)
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(attr, src)
+
+    def _absent_with_hook(self, tx, name) -> Optional[Value]:
+        """A name that is not a global of the module: a module ``__getattr__``
+        (PEP 562) is called, traced; without one, AttributeError.  Either
+        way the name stays absent (guarded), so later calls agree.  None when
+        ``getattr`` reads the name without running program code."""
+        mod = self.module
+        t = type(mod)
+        mdict = types.ModuleType.__dict__["__dict__"].__get__(mod)
+        if t is not types.ModuleType:
+            # a module subclass (a lazy module): its class's own attributes
+            # and hooks are program code that getattr would run now
+            own = t.__mro__[:t.__mro__.index(types.ModuleType)]
+            if special_lookup(t, "__getattribute__") is not types.ModuleType.__dict__["__getattribute__"] \
+                    or any(name in k.__dict__ for k in own) \
+                    or (name not in mdict and any("__getattr__" in k.__dict__ for k in own)):
+                raise Unsupported(f"attribute {name!r} of a {t.__name__} module object", kind="unsupported_attribute")
+        if name in mdict or special_lookup(t, name) is not _MISSING:
+            return None
+        if tx.side_effects.pending_global(mdict, "__getattr__") is not None:
+            raise Unsupported(f"module {mod.__name__!r}: __getattr__ written in the trace", kind="unsupported_attribute")
+        hook = dict.get(mdict, "__getattr__")
+        if self.source is None:
+            if hook is not None:
+                raise Unsupported(f"module __getattr__ of a module without a source", kind="unsupported_attribute")
+            return None
+        dict_src = AttrSource(self.source, "__dict__")
+        tx.guards.add(Guard("DICT_CONTAINS", dict_src, (name, False)))
+        tx.guards.add(Guard("DICT_CONTAINS", dict_src, ("__getattr__", hook is not None)))
+        if hook is None:
+            tx.raise_python_exception(AttributeError(f"module {mod.__name__!r} has no attribute {name!r}"))
+        fn = tx.wrap(hook, ItemSource(dict_src, "__getattr__"))
+        return fn.call(tx, [const(name)], {})
 
     def set_attr(self, tx, name, value):
         if type(self.module) is not types.ModuleType or self.source is None:
