@@ -896,3 +896,58 @@ def test_identity_guard_labels_do_not_run_getattr_hooks():
     torch.testing.assert_close(cf(t(2)), t(2) + 3)
     bytegraph.explain(passes_watched)(t(2))  # describes its guards too
     assert LOG == [] and be.count == 1 and no_breaks()
+
+
+class Cached:
+    computed = 0
+
+    @functools.cached_property
+    def value(self):
+        Cached.computed += 1
+        return [3]
+
+
+def reads_cached_property(x, obj):
+    return x + obj.value[0] + obj.value[0], obj.value
+
+
+def test_cached_property_first_read_breaks_then_captures():
+    # the first read computes under the descriptor's RLock: it runs natively;
+    # afterwards the value is an instance attribute (guarded), captured
+    Cached.computed = 0
+    obj = Cached()
+    cf, be = compile_counting(reads_cached_property)
+    for _ in range(3):
+        out, v = cf(t(2), obj)
+        torch.testing.assert_close(out, t(2) + 6)
+        assert v is obj.__dict__["value"]
+    assert Cached.computed == 1 and bytegraph.stats().eager_fallbacks == 0
+    bytegraph.reset()
+    report = bytegraph.explain(reads_cached_property)(t(2), obj)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+
+
+class Table:
+    def __init__(self):
+        self.built = 0
+
+    @functools.lru_cache(maxsize=4)
+    def row(self, n):
+        self.built += 1
+        return (n, n * 2)
+
+
+TABLE = Table()
+
+
+def uses_cached_method(x):
+    a, b = TABLE.row(2)
+    return x * a + b
+
+
+def test_lru_cached_method_hit_with_self_in_the_key():
+    Table.row.cache_clear()
+    TABLE.built = 0
+    TABLE.row(2)
+    _, be = assert_same(uses_cached_method, t(2))
+    assert TABLE.built == 1 and Table.row.cache_info().hits == 4  # 2 eager + 2 compiled calls
