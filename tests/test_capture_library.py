@@ -951,3 +951,15 @@ def test_lru_cached_method_hit_with_self_in_the_key():
     TABLE.row(2)
     _, be = assert_same(uses_cached_method, t(2))
     assert TABLE.built == 1 and Table.row.cache_info().hits == 4  # 2 eager + 2 compiled calls
+
+
+def test_logger_with_its_own_is_enabled_for_is_not_modelled():
+    log = _logger("bytegraph_test.patched", logging.ERROR)
+    log.isEnabledFor = lambda level: True  # an instance attribute: the methods call it
+
+    def fn(x):
+        log.debug("patched")
+        return x + 1
+
+    assert_same(fn, t(2), graphs=None, breaks=1, calls=1)
+    assert log.handlers[0].records == [("DEBUG", "patched")] * 2

@@ -107,6 +107,11 @@ def _is_disabled(tx, logger_value: UserObjectValue, level: int, what: str) -> bo
     if special_lookup(cls, "isEnabledFor") is not logging.Logger.__dict__["isEnabledFor"]:
         raise Unsupported(f"call to {what} on a logger with its own isEnabledFor", kind="logging",
                           hint="logging calls run natively between graphs")
+    inst_dict = vars(logger_value.obj)
+    if "isEnabledFor" in inst_dict:  # ``self.isEnabledFor`` would find the instance's own
+        raise Unsupported(f"call to {what} on a logger with its own isEnabledFor", kind="logging",
+                          hint="logging calls run natively between graphs")
+    tx.guards.add(Guard("DICT_CONTAINS", AttrSource(logger_value.source, "__dict__"), ("isEnabledFor", False)))
     guard_class_lookup(tx, cls, "isEnabledFor", logging.Logger)
     tx.guards.add(Guard("ID_MATCH", ItemSource(AttrSource(ObjectSource(logging.Logger, "logging.Logger"),
                                                           "__dict__"), "isEnabledFor"),
