@@ -703,20 +703,16 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
             class_attr = klass.__dict__[name]
             break
     # with a __getattr__, an AttributeError from the generic lookup (a
-    # property's getter, an unset slot, a descriptor) is caught and the hook
-    # called instead
+    # property's getter, a descriptor, an unset slot) is swallowed and the
+    # hook called instead
     hook = _MISSING if generic else special_lookup(cls, "__getattr__")
-    if hook is not _MISSING and class_attr is not None and hasattr(type(class_attr), "__get__") \
-            and not isinstance(class_attr, (types.FunctionType, staticmethod, classmethod)):
-        if isinstance(class_attr, property) or isinstance(getattr(type(class_attr), "__get__", None),
-                                                          types.FunctionType):
-            raise Unsupported(f"{cls.__name__}.{name}, a descriptor of a class with __getattr__",
-                              kind="unsupported_attribute")
     if isinstance(class_attr, property):
-        if class_attr.fget is None:
-            tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
-        fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
-        return fget.call(tx, [value], {})
+        def read_property():
+            if class_attr.fget is None:
+                tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
+            fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
+            return fget.call(tx, [value], {})
+        return _or_getattr_hook(tx, value, cls, name, hook, read_property)
     inst_dict = _instance_dict(obj)
     if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
         return tx.wrap(inst_dict[name], AttrSource(src, name))
@@ -746,7 +742,8 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         desc_src = ItemSource(AttrSource(class_src, "__dict__"), name)
         desc = tx.wrap(class_attr, desc_src)
         get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
-        return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
+        return _or_getattr_hook(tx, value, cls, name, hook,
+                                lambda: get.call(tx, [desc, value, tx.wrap(cls, class_src)], {}))
     if descriptor_get is not None and not isinstance(descriptor_get, types.WrapperDescriptorType):
         # a __get__ that is some other callable (a Mock, a partial, a callable
         # object): reading the attribute now would run the program's code at
@@ -787,7 +784,22 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
     return tx.wrap(attr, AttrSource(src, name))
 
 
-def _call_getattr_hook(tx, value: Value, cls, name: str, hook, inst_dict, generic: bool) -> Value:
+def _or_getattr_hook(tx, value: Value, cls, name: str, hook, read) -> Value:
+    """``read()`` (a traced getter); if it raises AttributeError and the class
+    has a ``__getattr__``, CPython drops that error and calls the hook."""
+    if hook is _MISSING:
+        return read()
+    from ..errors import UserException
+    try:
+        return read()
+    except UserException as e:
+        if not issubclass(e.value.python_type(), AttributeError):
+            raise
+    return _call_getattr_hook(tx, value, cls, name, hook, None, False, absent=False)
+
+
+def _call_getattr_hook(tx, value: Value, cls, name: str, hook, inst_dict, generic: bool,
+                       absent: bool = True) -> Value:
     """``obj.name`` when neither the instance nor its class has ``name`` and
     the class defines ``__getattr__``: the generic lookup raises
     AttributeError, which CPython swallows to call ``__getattr__(obj, name)``
@@ -797,9 +809,11 @@ def _call_getattr_hook(tx, value: Value, cls, name: str, hook, inst_dict, generi
     if generic or type(hook) is not types.FunctionType or \
             special_lookup(cls, "__getattribute__") is not object.__dict__["__getattribute__"]:
         raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
-    if inst_dict is not None:
-        _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
-    guard_class_lookup(tx, cls, name)
+    if absent:
+        # (otherwise the getter that raised was traced, with its own guards)
+        if inst_dict is not None:
+            _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
+        guard_class_lookup(tx, cls, name)
     guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
     fn = tx.wrap(hook, AttrSource(AttrSource(src, "__class__"), "__getattr__"))
     return fn.call(tx, [value, const(name)], {})
