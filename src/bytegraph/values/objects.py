@@ -72,6 +72,8 @@ class PythonModuleValue(Value):
         mod = self.module
         t = type(mod)
         mdict = types.ModuleType.__dict__["__dict__"].__get__(mod)
+        if type(mdict) is not dict:
+            return None
         if t is not types.ModuleType:
             # a module subclass (a lazy module): its class's own attributes
             # and hooks are program code that getattr would run now
@@ -82,18 +84,22 @@ class PythonModuleValue(Value):
                 raise Unsupported(f"attribute {name!r} of a {t.__name__} module object", kind="unsupported_attribute")
         if name in mdict or special_lookup(t, name) is not _MISSING:
             return None
+        mod_name = dict.get(mdict, "__name__")
+        # (CPython's message; a module made with ModuleType.__new__ has no name)
+        missing = f"module '{mod_name}' has no attribute '{name}'" if type(mod_name) is str else \
+            f"module has no attribute '{name}'"
         if tx.side_effects.pending_global(mdict, "__getattr__") is not None:
-            raise Unsupported(f"module {mod.__name__!r}: __getattr__ written in the trace", kind="unsupported_attribute")
+            raise Unsupported("a module's __getattr__ written in the trace", kind="unsupported_attribute")
         hook = dict.get(mdict, "__getattr__")
         if self.source is None:
             if hook is not None:
-                raise Unsupported(f"module __getattr__ of a module without a source", kind="unsupported_attribute")
+                raise Unsupported("module __getattr__ of a module without a source", kind="unsupported_attribute")
             return None
         dict_src = AttrSource(self.source, "__dict__")
         tx.guards.add(Guard("DICT_CONTAINS", dict_src, (name, False)))
         tx.guards.add(Guard("DICT_CONTAINS", dict_src, ("__getattr__", hook is not None)))
         if hook is None:
-            tx.raise_python_exception(AttributeError(f"module {mod.__name__!r} has no attribute {name!r}"))
+            tx.raise_python_exception(AttributeError(missing))
         fn = tx.wrap(hook, ItemSource(dict_src, "__getattr__"))
         return fn.call(tx, [const(name)], {})
 
