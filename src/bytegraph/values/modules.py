@@ -60,6 +60,9 @@ class NNModuleValue(UserObjectValue):
                     if isinstance(value, torch.Tensor) and dict_name != "_modules":
                         return tx.wrap_parameter(value, src)
                     return tx.wrap(value, src)
+            if special_lookup(cls, "__getattr__") is not torch.nn.Module.__dict__["__getattr__"]:
+                # the class's own __getattr__ (a wrapper forwarding to what it wraps)
+                raise Unsupported(f"{cls.__name__}.__getattr__ of an nn.Module", kind="unsupported_attribute")
             # absent everywhere now: the entry holds while it stays absent
             for dict_name in ("__dict__",) + tuple(d for d in _MODULE_DICTS if d in module.__dict__):
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, dict_name), (name, False)))

@@ -240,15 +240,33 @@ class UserObjectValue(Value):
         return type(self.obj)
 
     def get_attr(self, tx, name):
+        from ..errors import UserException
+        cls = type(self.obj)
+        fallback = special_lookup(cls, "__getattr__")
+        if fallback is _MISSING:
+            return self._getattribute(tx, name)
+        if not isinstance(fallback, types.FunctionType):
+            raise Unsupported(f"{cls.__name__}.__getattr__ is a {type(fallback).__name__}",
+                              kind="unsupported_attribute")
+        # ``__getattr__`` runs when the lookup raises AttributeError (as
+        # CPython's slot does, the error is dropped): both run in the trace
+        try:
+            return self._getattribute(tx, name)
+        except UserException as e:
+            if not issubclass(e.value.python_type(), AttributeError):
+                raise
+        guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
+        fn = tx.wrap(fallback, AttrSource(TypeSource(self.source), "__getattr__"))
+        return fn.call(tx, [self, const(name)], {})
+
+    def _getattribute(self, tx, name):
+        """``type(obj).__getattribute__(obj, name)``."""
         cls = type(self.obj)
         hook = python_getattribute(cls)
         if hook is not None:
-            # ``obj.name`` is ``type(obj).__getattribute__(obj, name)``: run it
-            # in the trace (its own ``super().__getattribute__`` reads come back
-            # to ``generic_get_attr``)
+            # run the class's own hook in the trace (its ``super().__getattribute__``
+            # reads come back to ``generic_get_attr``)
             guard_class_lookup(tx, cls, "__getattribute__", owner_of(cls, "__getattribute__"))
-            if special_lookup(cls, "__getattr__") is not _MISSING:
-                raise Unsupported(f"{cls.__name__}.__getattribute__ with __getattr__", kind="unsupported_attribute")
             fn = tx.wrap(hook, AttrSource(TypeSource(self.source), "__getattribute__"))
             return fn.call(tx, [self, const(name)], {})
         return self.generic_get_attr(tx, name)
@@ -262,7 +280,7 @@ class UserObjectValue(Value):
                     f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
             return pending
         self._check_dict_coherent(tx, name, writing=False)
-        return lookup_attr(tx, self, self.obj, name, generic=python_getattribute(type(self.obj)) is not None)
+        return lookup_attr(tx, self, self.obj, name, generic=True)
 
     def _check_dict_coherent(self, tx, name, writing: bool) -> None:
         """The instance dict and the attributes are one state, modelled twice:
@@ -698,13 +716,15 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         raise Unsupported(f"reading {cls.__name__}.{name}, a descriptor whose __get__ is a "
                           f"{type(descriptor_get).__name__}", kind="unsupported_attribute")
     if class_attr is None and (inst_dict is None or name not in inst_dict):
-        if special_lookup(cls, "__getattr__") is not _MISSING:
+        if not generic and special_lookup(cls, "__getattr__") is not _MISSING:
             raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
-        # absent from the class and its bases, and no __getattr__: while that holds
+        # absent from the class and its bases (and which __getattr__ the caller
+        # falls back to, if any): while that holds
         guard_class_lookup(tx, cls, name)
-        guard_class_lookup(tx, cls, "__getattr__")
+        guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
     try:
-        attr = object.__getattribute__(obj, name) if generic else getattr(obj, name)
+        # (the generic lookup only: getattr() would also run a __getattr__ now)
+        attr = object.__getattribute__(obj, name) if generic or has_attribute_hooks(cls) else getattr(obj, name)
     except AttributeError as e:
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
