@@ -299,3 +299,93 @@ def test_module_with_own_getattr_is_not_answered_wrongly():
     cm = bytegraph.compile(m, backend="eager")
     torch.testing.assert_close(cm(x), m(x))
     torch.testing.assert_close(cm(x), m(x))
+
+
+def test_copy_of_objects_with_hooks_counts_like_eager():
+    import copy
+
+    def f(c, x):
+        d = copy.copy(c)
+        return x * d.w
+
+    for cls in (Counting, Fallback):
+        bytegraph.reset()
+        be = _calls(f, cls)
+        assert be.count == 1 and bytegraph.stats().graph_breaks == 0, cls
+
+
+def test_getattr_of_an_object_made_in_the_trace():
+    class Lazy:
+        def __init__(self, base):
+            self.base = base
+
+        def __getattr__(self, name):
+            LOG.append(name)
+            if name == "double":
+                return self.base * 2
+            raise AttributeError(name)
+
+    def f(c, x):
+        obj = Lazy(c.w)
+        return x * obj.double + getattr(obj, "missing", 1) + obj.base
+
+    be = _calls(f, Fallback)
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+class _MyABC(__import__("abc").ABC):
+    pass
+
+
+class _CountingABC(Counting, _MyABC):
+    pass
+
+
+class _Other:
+    pass
+
+
+def test_isinstance_reads_class_through_the_hook_like_eager():
+    import collections.abc as cabc
+
+    def f(c, x):
+        return x * (2 if isinstance(c, _MyABC) else 3) + isinstance(c, _Other) + isinstance(c, cabc.Mapping)
+
+    for cls in (Counting, _CountingABC):
+        bytegraph.reset()
+        be = _calls(f, cls)
+        assert be.count == 1 and bytegraph.stats().graph_breaks == 0, cls
+
+
+def test_isinstance_with_a_getattribute_that_lies_about_class():
+    class Proxy:
+        def __getattribute__(self, name):
+            LOG.append(name)
+            if name == "__class__":
+                return _Other
+            return object.__getattribute__(self, name)
+
+    def f(c, x):
+        return x * (2 if isinstance(c, _Other) else 3)
+
+    _calls(f, Proxy)
+
+
+def test_runtime_protocol_answered_by_getattr_is_not_guessed():
+    import typing
+
+    @typing.runtime_checkable
+    class HasScale(typing.Protocol):
+        scale: int
+
+    class Dynamic:
+        def __getattr__(self, name):
+            LOG.append(name)
+            if name == "scale":
+                return 2
+            raise AttributeError(name)
+
+    def f(c, x):
+        return x * (2 if isinstance(c, HasScale) else 3)
+
+    _calls(f, Dynamic)

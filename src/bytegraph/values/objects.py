@@ -240,24 +240,8 @@ class UserObjectValue(Value):
         return type(self.obj)
 
     def get_attr(self, tx, name):
-        from ..errors import UserException
-        cls = type(self.obj)
-        fallback = special_lookup(cls, "__getattr__")
-        if fallback is _MISSING:
-            return self._getattribute(tx, name)
-        if not isinstance(fallback, types.FunctionType):
-            raise Unsupported(f"{cls.__name__}.__getattr__ is a {type(fallback).__name__}",
-                              kind="unsupported_attribute")
-        # ``__getattr__`` runs when the lookup raises AttributeError (as
-        # CPython's slot does, the error is dropped): both run in the trace
-        try:
-            return self._getattribute(tx, name)
-        except UserException as e:
-            if not issubclass(e.value.python_type(), AttributeError):
-                raise
-        guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
-        fn = tx.wrap(fallback, AttrSource(TypeSource(self.source), "__getattr__"))
-        return fn.call(tx, [self, const(name)], {})
+        from .object_protocol import with_getattr_fallback
+        return with_getattr_fallback(tx, self, type(self.obj), name, lambda: self._getattribute(tx, name))
 
     def _getattribute(self, tx, name):
         """``type(obj).__getattribute__(obj, name)``."""
