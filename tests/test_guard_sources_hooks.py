@@ -389,3 +389,41 @@ def test_runtime_protocol_answered_by_getattr_is_not_guessed():
         return x * (2 if isinstance(c, HasScale) else 3)
 
     _calls(f, Dynamic)
+
+
+class _PlainW:
+    def __init__(self):
+        self.w = 3
+
+
+class _FallbackW:
+    def __init__(self):
+        self.w = 3
+
+    def __getattr__(self, name):
+        LOG.append(name)
+        return 3
+
+
+def test_entry_for_a_plain_class_never_runs_another_class_hooks():
+    # the entry traced with a plain object must not read ``c.w`` of an
+    # object of another class (a hook would run in its check, or in the
+    # slow paths that look at why it failed)
+    def f(c, x):
+        return x * c.w
+
+    for other in (Counting, _FallbackW):
+        bytegraph.reset()
+        cf, be = compile_counting(f)
+        x = torch.ones(2)
+        cf(_PlainW(), x)
+        obj = other()
+        if other is _FallbackW:
+            del obj.w   # ``obj.w`` now goes to __getattr__
+        LOG.clear()
+        expected = f(obj, x)
+        eager_log = list(LOG)
+        LOG.clear()
+        torch.testing.assert_close(cf(obj, x), expected)
+        assert LOG == eager_log, (other, LOG, eager_log)
+        assert be.count == 2
