@@ -427,3 +427,25 @@ def test_entry_for_a_plain_class_never_runs_another_class_hooks():
         torch.testing.assert_close(cf(obj, x), expected)
         assert LOG == eager_log, (other, LOG, eager_log)
         assert be.count == 2
+
+
+def test_real_pretrained_config_is_guarded_without_its_hook():
+    transformers = __import__("pytest").importorskip("transformers")
+    cfg = transformers.T5Config(d_model=8, num_layers=1, num_heads=2, d_kv=4, d_ff=16, vocab_size=32)
+
+    def f(cfg, x):
+        return x * cfg.hidden_size + cfg.num_attention_heads
+
+    cf, be = compile_counting(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(cfg, x), f(cfg, x))
+    torch.testing.assert_close(cf(cfg, x), f(cfg, x))
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+    cfg.hidden_size = 5   # written through the alias: d_model
+    torch.testing.assert_close(cf(cfg, x), x * 5 + 2)
+    assert be.count == 2
+    bytegraph.reset()
+    text = str(bytegraph.explain(f)(cfg, x))
+    guards = text.split("--- guards ---")[1]
+    # every read below the config bypasses its __getattribute__
+    assert "cfg." not in guards.replace("type(cfg).", ""), guards
