@@ -1,0 +1,359 @@
+"""Capture breadth (issue #13): custom autograd Functions, NumPy in model
+code, and data-dependent Python numbers.
+
+Every test compares compiled with eager (results, gradients through
+``torch.autograd.grad``, side effects) and asserts what was captured (graph
+count, breaks), so a silently eager run fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.autograd.function import once_differentiable
+
+import bytegraph
+from conftest import CountingBackend, assert_same
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _grads_match(fn, make_args, backend, graphs=1, breaks=0, calls=2):
+    """Run ``fn`` eagerly and compiled on equal leaf tensors requiring grad;
+    compare the outputs and the gradients of every leaf, then the counts."""
+    be = CountingBackend(backend)
+    compiled = bytegraph.compile(fn, backend=be)
+    for call in range(calls):
+        torch.manual_seed(call)
+        base = make_args()
+        eager_args = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+                      for a in base]
+        comp_args = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+                     for a in base]
+        expected = fn(*eager_args)
+        actual = compiled(*comp_args)
+        exp_t = expected if isinstance(expected, tuple) else (expected,)
+        act_t = actual if isinstance(actual, tuple) else (actual,)
+        assert len(exp_t) == len(act_t)
+        for e, a in zip(exp_t, act_t):
+            if isinstance(e, torch.Tensor):
+                torch.testing.assert_close(a, e)
+            else:
+                assert a == e
+        leaves_e = [a for a in eager_args if isinstance(a, torch.Tensor) and a.requires_grad]
+        leaves_c = [a for a in comp_args if isinstance(a, torch.Tensor) and a.requires_grad]
+        if leaves_e:
+            diff_e = [t for t in exp_t if isinstance(t, torch.Tensor) and t.requires_grad]
+            diff_a = [t for t in act_t if isinstance(t, torch.Tensor) and t.requires_grad]
+            assert len(diff_e) == len(diff_a)
+            ge = torch.autograd.grad(sum((t * (i + 1)).sum() for i, t in enumerate(diff_e)), leaves_e,
+                                     allow_unused=True)
+            ga = torch.autograd.grad(sum((t * (i + 1)).sum() for i, t in enumerate(diff_a)), leaves_c,
+                                     allow_unused=True)
+            for x, y in zip(ga, ge):
+                assert (x is None) == (y is None)
+                if x is not None:
+                    torch.testing.assert_close(x, y)
+    stats = bytegraph.stats()
+    if graphs is not None:
+        assert be.count == graphs, f"expected {graphs} graphs, got {be.count}; {stats}"
+    if breaks is not None:
+        assert stats.graph_breaks == breaks, stats
+    assert stats.eager_fallbacks == 0, stats
+    return be
+
+
+# ---------------------------------------------------------------------------
+# A. custom torch.autograd.Function
+
+
+class ScaledSquare(torch.autograd.Function):
+    """Backward deliberately not the true derivative: the custom one must be used."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x * 10 * ctx.k, None
+
+
+class StraightThroughRound(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class SetupStyle(torch.autograd.Function):
+    """The functorch style: forward without ctx, then setup_context."""
+
+    @staticmethod
+    def forward(x, y):
+        return x * y, x + y
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, y = inputs
+        ctx.save_for_backward(x, y)
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx, g, g_unused):
+        x, y = ctx.saved_tensors
+        return g * y * 3, g * x * 5
+
+
+class NeedsGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y, label):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, y)
+        return x * y, label
+
+    @staticmethod
+    def backward(ctx, g, g_label):
+        x, y = ctx.saved_tensors
+        gx = gy = None
+        if g is None:
+            return None, None, None
+        if ctx.needs_input_grad[0]:
+            gx = g * y * 2
+        if ctx.needs_input_grad[1]:
+            gy = g * x * 7
+        return gx, gy, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_custom_backward_is_used(backend):
+    def f(x):
+        return ScaledSquare.apply(x.sin(), 3).cos()
+
+    be = _grads_match(f, lambda: [torch.randn(5, requires_grad=True)], backend)
+    assert any("ScaledSquare" in str(n.target) for n in be.graphs[0].graph.nodes)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_straight_through(backend):
+    def f(x, w):
+        return StraightThroughRound.apply(x * 3) @ w
+
+    _grads_match(f, lambda: [torch.randn(2, 4, requires_grad=True), torch.randn(4, 3, requires_grad=True)], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_setup_context_style(backend):
+    def f(x, y):
+        a, b = SetupStyle.apply(x, y)
+        return a.exp(), b
+
+    _grads_match(f, lambda: [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("which", [(True, True), (True, False), (False, True)])
+def test_autograd_function_needs_input_grad_and_non_tensor_output(backend, which):
+    def f(x, y):
+        out, label = NeedsGrad.apply(x, y, "tag")
+        return out + 1, label
+
+    _grads_match(f, lambda: [torch.randn(3, requires_grad=which[0]), torch.randn(3, requires_grad=which[1])],
+                 backend)
+
+
+def test_autograd_function_under_no_grad_and_in_module():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return ScaledSquare.apply(self.lin(x), 2).sum(-1)
+
+    m = M()
+    x = torch.randn(2, 4)
+    be = CountingBackend("aot_eager")
+    cm = bytegraph.compile(m, backend=be)
+    out = cm(x)
+    ref = m(x)
+    torch.testing.assert_close(out, ref)
+    g = torch.autograd.grad(out.sum(), list(m.parameters()))
+    gr = torch.autograd.grad(ref.sum(), list(m.parameters()))
+    for a, b in zip(g, gr):
+        torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), m(x))
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+
+
+# -- what must not be captured: effects, in-place, outside tensors --------
+
+_log = []
+_counter = 0
+_outside = torch.ones(3)
+
+
+class PrintsInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward ran")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class GlobalWriteInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        global _counter
+        _counter += 1
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class AppendsInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        _log.append("backward")
+        return g * 2
+
+
+class Holder:
+    pass
+
+
+_holder = Holder()
+
+
+class AttrWriteInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        _holder.seen = True
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class MarksDirty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class WritesInputWithoutMarking(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.add_(1)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class ReadsGlobalTensor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * _outside
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * _outside
+
+
+def test_autograd_function_print_in_forward_breaks(capsys):
+    def f(x):
+        return PrintsInForward.apply(x + 1) * 3
+
+    be = CountingBackend("aot_eager")
+    cf = bytegraph.compile(f, backend=be)
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x), f(x))
+    assert capsys.readouterr().out.count("forward ran") == 4  # every call, compiled and eager
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+def test_autograd_function_global_write_in_forward_breaks():
+    global _counter
+
+    def f(x):
+        return GlobalWriteInForward.apply(x + 1) * 3
+
+    cf = bytegraph.compile(f, backend="aot_eager")
+    _counter = 0
+    for _ in range(3):
+        cf(torch.randn(3))
+    assert _counter == 3
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+def test_autograd_function_effect_in_backward_breaks():
+    def f(x):
+        return AppendsInBackward.apply(x + 1) * 3
+
+    cf = bytegraph.compile(f, backend="aot_eager")
+    _log.clear()
+    for _ in range(3):
+        x = torch.randn(3, requires_grad=True)
+        torch.autograd.grad(cf(x).sum(), x)
+    assert _log == ["backward"] * 3
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+def test_autograd_function_attribute_write_breaks():
+    def f(x):
+        return AttrWriteInForward.apply(x + 1)
+
+    _holder.__dict__.clear()
+    cf = bytegraph.compile(f, backend="aot_eager")
+    torch.testing.assert_close(cf(torch.ones(2)), torch.full((2,), 4.0))
+    assert _holder.seen is True
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+@pytest.mark.parametrize("cls", [MarksDirty, WritesInputWithoutMarking, ReadsGlobalTensor])
+def test_autograd_function_unexact_cases_break_cleanly(cls):
+    def f(x):
+        y = x + 1
+        return cls.apply(y), y
+
+    assert_same(f, torch.randn(3), graphs=None, breaks=1, backend="aot_eager")
+
+
+@pytest.mark.parametrize("cls", [PrintsInForward, GlobalWriteInForward, AppendsInBackward, AttrWriteInForward,
+                                 MarksDirty, WritesInputWithoutMarking, ReadsGlobalTensor])
+def test_autograd_function_breaks_at_the_apply_call(cls, capsys):
+    def f(x):
+        return cls.apply(x + 1) * 3
+
+    report = bytegraph.explain(f, backend="aot_eager")(torch.randn(3, requires_grad=True))
+    assert [b.kind for b in report.break_reasons] == ["autograd_function"]
+    assert report.break_reasons[0].location.function.endswith(".f")  # not inside forward: apply runs whole
