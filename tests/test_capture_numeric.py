@@ -357,3 +357,93 @@ def test_autograd_function_breaks_at_the_apply_call(cls, capsys):
     report = bytegraph.explain(f, backend="aot_eager")(torch.randn(3, requires_grad=True))
     assert [b.kind for b in report.break_reasons] == ["autograd_function"]
     assert report.break_reasons[0].location.function.endswith(".f")  # not inside forward: apply runs whole
+
+
+# ---------------------------------------------------------------------------
+# B. NumPy on constants
+
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_ufunc_on_constant_is_folded(backend):
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d_model = 16
+
+        def forward(self, x):
+            x = x * 2
+            x *= np.sqrt(self.d_model)       # ctrl: inputs_embeds *= np.sqrt(self.d_model_size)
+            return x / np.log(np.float32(self.d_model)) + np.prod([2, 3])
+
+    m = M()
+    be = CountingBackend(backend)
+    cm = bytegraph.compile(m, backend=be)
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        out, ref = cm(x), m(x)
+        assert out.dtype == ref.dtype
+        torch.testing.assert_close(out, ref)
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("scalar", ["float64", "float32", "float16", "int64", "int32", "bool_"])
+def test_numpy_scalar_promotion_matches_eager(backend, scalar):
+    s = getattr(np, scalar)(3)
+
+    def f(a, b, c):
+        return (a * s, b + s, c * s, torch.full((2,), s), torch.tensor(s), torch.add(a, s, alpha=2))
+
+    args = (torch.randn(2), torch.randn(2).half(), torch.arange(2, dtype=torch.int32))
+    out, _ = assert_same(f, *args, backend=backend)
+    expected = f(*args)
+    assert [o.dtype for o in out] == [e.dtype for e in expected]
+
+
+def test_numpy_scalar_argument_is_guarded_by_type_and_bits():
+    def f(x, k):
+        return x * k
+
+    be = CountingBackend()
+    cf = bytegraph.compile(f, backend=be)
+    x = torch.ones(2)
+    for k in [np.float64(2.0), np.float64(2.0), np.float32(2.0), np.float64(-0.0), np.float64(0.0),
+              np.float64("nan"), np.float64("nan"), np.int64(2)]:
+        out, ref = cf(x, k), f(x, k)
+        assert out.dtype == ref.dtype
+        torch.testing.assert_close(out, ref, equal_nan=True)
+        assert torch.equal(torch.signbit(out), torch.signbit(ref))
+    # 2.0 twice and nan twice reuse their entry; the others are new
+    assert be.count == 6
+
+
+def test_numpy_fold_reports_warnings_natively():
+    def f(x):
+        return x * np.sqrt(-1.0)
+
+    cf = bytegraph.compile(f, backend="eager")
+    with pytest.warns(RuntimeWarning):
+        out = cf(torch.ones(2))
+    assert torch.isnan(out).all()
+    assert bytegraph.stats().graph_breaks >= 1
+
+
+def test_numpy_fold_raises_numpy_errors():
+    def f(x):
+        try:
+            np.sqrt(1.0, 2.0, 3.0, 4.0)
+        except TypeError as e:
+            return x + 1, str(e)
+        return x, ""
+
+    assert_same(f, torch.ones(2))
+
+
+def test_numpy_on_tensor_breaks_cleanly():
+    def f(x):
+        return torch.as_tensor(np.exp(x.numpy())) + 1
+
+    assert_same(f, torch.rand(3), graphs=None, breaks=None)

@@ -31,6 +31,8 @@ from .functions import BuiltinValue, UserFunctionValue
 from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
                       python_getattribute)
 from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
+from .numpy_values import (NumpyFunctionValue, NumpyScalarTypeValue, is_numpy_callable, is_numpy_scalar,
+                           is_numpy_scalar_type)
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -179,6 +181,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None and t in REAL_ITERATOR_TYPES:
         # e.g. a for loop's iterator carried across a graph break
         return wrap_real_iterator(tx, obj, source)
+    if is_numpy_scalar(obj):
+        # np.float64(2.0): immutable; guarded by type and bits (NaN, -0.0)
+        if source is not None:
+            return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
+        return ConstantValue(obj)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -354,6 +361,8 @@ def wrap_callable_or_object(tx, obj, source):
     handler = builtin_handler(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
+    if is_numpy_callable(obj):
+        return NumpyFunctionValue(obj, source)
     if t is types.FunctionType:
         if _is_torch_function(obj):
             return TorchFunctionValue(obj, source)
@@ -376,6 +385,8 @@ def wrap_callable_or_object(tx, obj, source):
         if obj is torch.autocast:
             from .contexts import AutocastClassValue
             return AutocastClassValue(obj, source)
+        if is_numpy_scalar_type(obj):
+            return NumpyScalarTypeValue(obj, source)
         if obj is torch.finfo or obj is torch.iinfo:  # called at trace time (TORCH_SPECIAL)
             return TorchFunctionValue(obj, source)
         return ClassValue(obj, source)

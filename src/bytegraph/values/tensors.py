@@ -373,7 +373,7 @@ def _to_node(tx, v: Value):
     if isinstance(v, (TensorValue, SymIntValue)):
         return v.node
     if isinstance(v, ConstantValue):
-        return v.value
+        return _constant_arg(tx, v.value)
     if isinstance(v, TupleValue):
         return tuple(_to_node(tx, x) for x in v.items)
     if isinstance(v, ListValue):
@@ -385,6 +385,25 @@ def _to_node(tx, v: Value):
     if v.is_constant():
         return v.as_constant()
     raise Unsupported(f"passing a {v.type_name()} object to a tensor operation", kind="unsupported_graph_arg")
+
+
+def _constant_arg(tx, value):
+    """A constant as a node argument.  A NumPy scalar (``np.sqrt(d)``) is
+    passed as the very object eager passes -- torch promotes it unlike a
+    Python number in places (``torch.tensor(np.float64(2))`` is float64) --
+    made by a node, since fx can only print Python literals."""
+    if type(value).__module__ == "numpy":
+        return tx.graph.create_node("call_function", numpy_scalar, (type(value).__name__, value.tobytes()), {},
+                                    value)
+    if type(value) is tuple:
+        return tuple(_constant_arg(tx, x) for x in value)
+    return value
+
+
+def numpy_scalar(type_name: str, raw: bytes):
+    """The NumPy scalar of type ``numpy.<type_name>`` with bytes ``raw`` (a graph node)."""
+    import numpy as np
+    return np.frombuffer(raw, dtype=getattr(np, type_name))[0]
 
 
 def _to_fake(v):
