@@ -447,3 +447,99 @@ def test_numpy_on_tensor_breaks_cleanly():
         return torch.as_tensor(np.exp(x.numpy())) + 1
 
     assert_same(f, torch.rand(3), graphs=None, breaks=None)
+
+
+# ---------------------------------------------------------------------------
+# C. Data-dependent Python numbers (capture_scalar_outputs)
+
+
+@pytest.fixture
+def capture_scalars():
+    saved = bytegraph.config.capture_scalar_outputs
+    bytegraph.config.capture_scalar_outputs = True
+    yield
+    bytegraph.config.capture_scalar_outputs = saved
+
+
+def _scalar_args():
+    return (torch.randn(3), torch.tensor(2.5), torch.tensor(4), torch.tensor([1.5, -2.0, 3.0]))
+
+
+def _item_arith(x, t, n, v):
+    s = t.item()
+    k = s * 2 + 1 - float(n) / 4
+    m = int(n) + 1
+    a, b, c = v.tolist()
+    return x * k + a * b - c, torch.zeros(m) + s, k, m
+
+
+def _bool_arith(x, t, n, v):
+    flag = bool(n)
+    return x * flag, n.item() * 3 + int(n)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [_item_arith, _bool_arith])
+def test_scalar_outputs_captured(capture_scalars, backend, fn):
+    be = CountingBackend(backend)
+    cf = bytegraph.compile(fn, backend=be)
+    for values in [(2.5, 4, [1.5, -2.0, 3.0]), (-1.0, 7, [0.0, 2.0, 1.0]), (0.0, 0, [3.0, 3.0, -3.0])]:
+        x = torch.randn(3)
+        args = (x, torch.tensor(values[0]), torch.tensor(values[1]), torch.tensor(values[2]))
+        out, ref = cf(*args), fn(*args)
+        assert len(out) == len(ref)
+        for a, b in zip(out, ref):
+            if isinstance(b, torch.Tensor):
+                torch.testing.assert_close(a, b)
+            else:
+                assert type(a) is type(b) and a == b
+    # one graph for all values: nothing was specialized
+    assert be.count == 1, bytegraph.stats()
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().recompiles == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_branch_on_unbacked_value_breaks(capture_scalars, backend):
+    def f(x, t):
+        s = t.item() * 2
+        if s > 0:
+            return x + s
+        return x - s
+
+    report = bytegraph.explain(f, backend=backend)(torch.randn(3), torch.tensor(1.0))
+    assert [b.kind for b in report.break_reasons] == ["data_dependent_branch"]
+    bytegraph.reset()
+    cf = bytegraph.compile(f, backend=backend)
+    for v in [1.0, -1.0, 3.0, -0.5]:
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x, torch.tensor(v)), f(x, torch.tensor(v)))
+
+
+@pytest.mark.parametrize("read", ["item", "float", "int", "bool", "tolist"])
+def test_scalar_reads_break_by_default(read):
+    assert bytegraph.config.capture_scalar_outputs is False
+
+    def f(x, t):
+        v = {"item": lambda: t.item(), "float": lambda: float(t), "int": lambda: int(t),
+             "bool": lambda: bool(t), "tolist": lambda: t.tolist()}[read]()
+        return x + 1, v
+
+    report = bytegraph.explain(f)(torch.randn(2), torch.tensor(3))
+    assert report.break_reasons and report.break_reasons[0].kind in ("data_dependent", "data_dependent_branch")
+    bytegraph.reset()
+    assert_same(f, torch.randn(2), torch.tensor(3), graphs=None, breaks=None)
+
+
+@pytest.mark.parametrize("read", ["item", "float", "int", "bool"])
+def test_scalar_read_of_many_elements_raises_eager_error(capture_scalars, read):
+    def f(x):
+        try:
+            {"item": lambda: x.item(), "float": lambda: float(x), "int": lambda: int(x),
+             "bool": lambda: bool(x)}[read]()
+        except (RuntimeError, ValueError) as e:
+            return x + 1, type(e).__name__, str(e)
+        return x, "", ""
+
+    assert_same(f, torch.randn(2))
+    bytegraph.reset()
+    assert_same(f, torch.randn(0))

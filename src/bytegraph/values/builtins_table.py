@@ -171,6 +171,9 @@ def _print(tx, args, kwargs):
 def _scalar_type(fn):
     def handler(tx, args, kwargs):
         if args and isinstance(args[0], TensorValue):
+            if fn in (float, int, bool) and len(args) == 1 and not kwargs:
+                from .scalar_outputs import tensor_to_python
+                return tensor_to_python(tx, args[0], fn.__name__)
             raise Unsupported(f"{fn.__name__}() of a tensor reads its value", kind="data_dependent",
                               hint="keep the value as a tensor")
         if len(args) == 1 and not kwargs and isinstance(args[0], SymIntValue):

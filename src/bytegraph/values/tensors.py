@@ -175,6 +175,10 @@ _UNSUPPORTED_METHODS = {
 }
 
 
+#: tensor methods that read the tensor's value as Python numbers (see scalar_outputs)
+_SCALAR_READS = {"item": "item", "tolist": "tolist", "__float__": "float", "__int__": "int", "__bool__": "bool"}
+
+
 def _specialized(out):
     """``out`` with every symbolic number replaced by its value at trace time.
 
@@ -212,6 +216,11 @@ class TensorMethodValue(Value):
 
     def call(self, tx, args, kwargs):
         name = self.name
+        if name in _SCALAR_READS and not kwargs and not args:
+            from .scalar_outputs import tensor_tolist, tensor_to_python
+            if name == "tolist":
+                return tensor_tolist(tx, self.tensor)
+            return tensor_to_python(tx, self.tensor, _SCALAR_READS[name])
         if name in _UNSUPPORTED_METHODS:
             kind = "data_dependent" if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") \
                 else "unsupported_tensor_method"
@@ -387,6 +396,17 @@ def _to_node(tx, v: Value):
     raise Unsupported(f"passing a {v.type_name()} object to a tensor operation", kind="unsupported_graph_arg")
 
 
+def _unbacked_bindings(graph, out):
+    """The unbacked symbols an op just made (``item()`` under
+    capture_scalar_outputs), bound to its node: a backend that retraces the
+    graph (aot_eager) looks them up there."""
+    env = graph._shape_env
+    if env is None or not env.pending_fresh_unbacked_symbols:
+        return None
+    from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+    return compute_unbacked_bindings(env, out)
+
+
 def _constant_arg(tx, value):
     """A constant as a node argument.  A NumPy scalar (``np.sqrt(d)``) is
     passed as the very object eager passes -- torch promotes it unlike a
@@ -469,6 +489,7 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
             raise Unsupported(f"{_target_name(target)} cannot be run on fake tensors with symbolic sizes ({e})",
                               kind="fake_tensor_limit", hint="the operation runs natively between graphs")
         tx.raise_python_exception(e)
+    bindings = _unbacked_bindings(graph, out)
     # inference tensors keep no version counter: any op on one may have written it
     mutated = any(v is None or t._version != v for t, v in versions)
     _check_no_new_grad_leaf(tx, out, versions)
@@ -480,7 +501,11 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         kind, target, node_kwargs = "call_function", call_with_keywords, {}
     if isinstance(out, SYM_TYPES):
         node = graph.create_node(kind, target, node_args, node_kwargs, out)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
         return SymIntValue(node, out)
+    if bindings:
+        raise Unsupported(f"{_target_name(target)} made a number unknown while tracing", kind="data_dependent")
     if not _contains_tensor(out):
         if (out is None and _has_tensor(args, kwargs)) or mutated:
             # torch ops that return None mutate their arguments (x.__setitem__,
