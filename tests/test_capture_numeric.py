@@ -543,3 +543,70 @@ def test_scalar_read_of_many_elements_raises_eager_error(capture_scalars, read):
     assert_same(f, torch.randn(2))
     bytegraph.reset()
     assert_same(f, torch.randn(0))
+
+
+_made = None
+
+
+class AppendsToGlobalList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        _made.append(1)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class BuildsLocalList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        parts = [x * i for i in range(3)]
+        parts.append(x)
+        return torch.stack(parts).sum(0)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 4
+
+
+class TakesAList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lst):
+        lst.append(len(lst))
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g, _):
+        return g * 2, None
+
+
+def test_autograd_function_mutating_a_list_made_in_the_trace_breaks():
+    global _made
+
+    def f(x):
+        global _made
+        lst = [0]
+        _made = lst       # a pending global write of a list made in this trace
+        return AppendsToGlobalList.apply(x + 1), lst
+
+    _made = None
+    out = bytegraph.compile(f, backend="eager")(torch.ones(2))
+    assert out[1] == [0, 1] and _made is out[1]
+    assert bytegraph.stats().graph_breaks >= 1
+
+    def g(x):
+        lst = []
+        return TakesAList.apply(x, lst), lst
+
+    out = bytegraph.compile(g, backend="eager")(torch.ones(2))
+    assert out[1] == [0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_local_containers_in_forward_are_fine(backend):
+    def f(x):
+        return BuildsLocalList.apply(x * 3)
+
+    _grads_match(f, lambda: [torch.randn(4, requires_grad=True)], backend)

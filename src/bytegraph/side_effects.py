@@ -44,6 +44,10 @@ class SideEffects:
         self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
         #: library calls whose only effect is on objects no traced code reads, run in order after the graph
         self.deferred_calls: List[Tuple[object, List[Value]]] = []
+        #: while code is traced only to check it (an autograd Function's
+        #: forward), every value it mutates or sets an attribute on, with a
+        #: source or not (see autograd_function._Sandbox)
+        self.watch: Optional[List[Value]] = None
 
     # -- identity ------------------------------------------------------------
     def existing(self, obj) -> Optional[Value]:
@@ -75,11 +79,15 @@ class SideEffects:
     # -- mutations -------------------------------------------------------------
     def mutate(self, value: Value) -> None:
         """Note that ``value``'s state changes; only pre-existing objects need replay."""
+        if self.watch is not None:
+            self.watch.append(value)
         if value.source is not None and value not in self.mutated:
             self.mutated[value] = None
             self.order[("state", id(value))] = None
 
     def store_attr(self, obj: Value, name: str, value: Value) -> None:
+        if self.watch is not None:
+            self.watch.append(obj)
         self.attr_writes.setdefault(obj, {})[name] = value
         self.order[("attr", id(obj), name)] = None
 

@@ -140,6 +140,10 @@ class _Sandbox:
                         len(tx.trace.open_contexts), len(tx.trace.open_autocasts))
         self.tensors = [(t, t.fake._version) for t in tensors if not t.fake.is_inference()]
         self.grad = torch.is_grad_enabled()
+        self.n_frames = len(tx.trace.frames)
+        # (nested: an apply inside a forward being checked)
+        self.outer_watch = se.watch
+        se.watch = []
 
     def check(self, what: str) -> None:
         tx = self.tx
@@ -155,11 +159,44 @@ class _Sandbox:
                         "(a global, a module parameter)")
         if any(t.fake._version != v for t, v in self.tensors):
             raise _kind(f"{what} writes to an input tensor in place")
+        touched = {id(v) for v in se.watch}
+        if touched and touched & self._reachable_before():
+            raise _kind(f"{what} mutates an object made earlier in the trace")
+
+    def _reachable_before(self) -> set:
+        """ids of the values the program could reach before the sandbox: from
+        the frames then running and from the side-effect tables (a list
+        made in the trace and stored in a global, say)."""
+        tx = self.tx
+        se = tx.side_effects
+        roots = list(se.existing_values()) + list(se.mutated)
+        for obj, writes in se.attr_writes.items():
+            roots.append(obj)
+            roots.extend(writes.values())
+        roots.extend(v for _, _, v in se.global_writes.values())
+        for frame in tx.trace.frames[:self.n_frames]:
+            roots.extend(frame.locals.values())
+            roots.extend(frame.stack)
+        seen = set()
+        while roots:
+            v = roots.pop()
+            if not isinstance(v, Value) or id(v) in seen:
+                continue
+            seen.add(id(v))
+            roots.extend(v.children())
+            contents = getattr(v, "contents", None)  # a cell's
+            if isinstance(contents, Value):
+                roots.append(contents)
+        return seen
 
     def rollback(self) -> None:
         """Erase the nodes the sandboxed code recorded (pure: nothing refers to them)."""
         graph = self.tx.graph
         torch._C._set_grad_enabled(self.grad)
+        se = self.tx.side_effects
+        if self.outer_watch is not None:
+            self.outer_watch.extend(se.watch)
+        se.watch = self.outer_watch
         for node in reversed(list(graph.graph.nodes)):
             if node in self.nodes:
                 continue
@@ -167,7 +204,6 @@ class _Sandbox:
             value = graph.value_of_fake.get(id(fake))
             if value is not None and getattr(value, "node", None) is node:
                 del graph.value_of_fake[id(fake)]
-            node.users.clear()  # its users are sandbox nodes erased before it
             graph.graph.erase_node(node)
         graph.op_count = self.op_count
 
@@ -225,6 +261,8 @@ def call_autograd_function(tx, cls_value: Value, args, kwargs) -> Value:
     bwd_v = cls_value.get_attr(tx, "backward")
     setup_v = cls_value.get_attr(tx, "setup_context") if separate_setup else None
 
+    for a in args:
+        _check_argument(cls, a)
     tensors = [a for a in args if isinstance(a, TensorValue)]
     needs_input_grad = tuple(isinstance(a, TensorValue) and bool(a.fake.requires_grad) for a in args)
     executable = torch.is_grad_enabled() and any(needs_input_grad)
@@ -261,6 +299,20 @@ def call_autograd_function(tx, cls_value: Value, args, kwargs) -> Value:
     finally:
         sandbox.rollback()
     return graph_call(tx, "call_function", _apply_of(cls), list(args), {})
+
+
+def _check_argument(cls, a: Value) -> None:
+    """Arguments the graph node can pass as the program does: tensors,
+    symbolic and constant numbers.  A container would reach the real forward
+    as a copy the graph makes (its changes lost, its identity another)."""
+    from .symbolic import SymIntValue
+    from .tensors import TensorValue
+    if isinstance(a, (TensorValue, SymIntValue)):
+        return
+    if isinstance(a, ConstantValue):
+        return
+    raise _kind(f"{cls.__name__}.apply() of a {a.type_name()} (only tensors, numbers and constants are passed "
+                "to the graph)")
 
 
 def _apply_of(cls):
