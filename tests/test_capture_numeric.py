@@ -610,3 +610,30 @@ def test_autograd_function_local_containers_in_forward_are_fine(backend):
         return BuildsLocalList.apply(x * 3)
 
     _grads_match(f, lambda: [torch.randn(4, requires_grad=True)], backend)
+
+
+@pytest.mark.parametrize("op", ["div0", "overflow", "abs_int8", "fine"])
+def test_numpy_scalar_operators_warn_natively(op):
+    def f(x, k):
+        if op == "div0":
+            v = k / 0
+        elif op == "overflow":
+            v = np.int8(100) + np.int8(k)
+        elif op == "abs_int8":
+            v = abs(np.int8(-128) + np.int8(k * 0))
+        else:
+            v = k * 2 + 1
+        return x * float(v)
+
+    k = np.float64(100.0) if op != "overflow" and op != "abs_int8" else 100
+    cf = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        if op == "fine":
+            torch.testing.assert_close(cf(torch.ones(2), k), f(torch.ones(2), k))
+        else:
+            with pytest.warns(RuntimeWarning):
+                out = cf(torch.ones(2), k)
+            with pytest.warns(RuntimeWarning):
+                ref = f(torch.ones(2), k)
+            torch.testing.assert_close(out, ref, equal_nan=True)
+    assert (bytegraph.stats().graph_breaks == 0) == (op == "fine")

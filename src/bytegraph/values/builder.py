@@ -538,9 +538,9 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
     from ..resume import UNBOUND
     if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
-    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
         return ConstantValue(obj)
-    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):

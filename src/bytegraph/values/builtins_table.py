@@ -302,10 +302,8 @@ def _constant_fn(fn):
                               kind="data_dependent", hint="use the torch equivalent")
         if not (all_constant(args) and all_constant(kwargs.values())):
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of non-constant arguments", kind="unsupported_builtin")
-        try:
-            out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-        except Exception as e:
-            tx.raise_python_exception(e)
+        from .numpy_values import fold_call
+        out = fold_call(tx, fn, [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()})
         from .builder import wrap_derived_constant
         return wrap_derived_constant(tx, out, getattr(fn, "__name__", "fn"))
     return handler

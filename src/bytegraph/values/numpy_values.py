@@ -116,6 +116,31 @@ class NumpyFunctionValue(Value):
         return f"NumpyFunctionValue({getattr(self.fn, '__name__', self.fn)})"
 
 
+def fold_call(tx, fn, args: list, kwargs: dict):
+    """``fn(*args, **kwargs)`` on real constants, now, as a constant fold.
+
+    NumPy scalars warn about floating-point problems (``np.float64(1) / 0``,
+    an int8 overflow): a warning is an effect eager shows on every call, so
+    such a fold breaks (the operation runs natively).  The program's own
+    exceptions are raised into the trace."""
+    if not any(type(a).__module__ == "numpy" for a in (*args, *kwargs.values())):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            tx.raise_python_exception(e)
+    np = numpy_module()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with np.errstate(all="raise"):
+                return fn(*args, **kwargs)
+    except (Warning, FloatingPointError) as e:
+        raise Unsupported(f"{getattr(fn, '__name__', fn)}() of NumPy scalars reports {type(e).__name__}: {e}",
+                          kind="numpy", hint="the operation runs natively, where NumPy warns") from None
+    except Exception as e:
+        tx.raise_python_exception(e)
+
+
 def _fold(tx, fn, name: str, args, kwargs) -> Value:
     """``fn(*args, **kwargs)`` on known numbers, now; its result a constant."""
     if any(k in ("out", "where") for k in kwargs):
