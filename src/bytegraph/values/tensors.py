@@ -32,6 +32,7 @@ from ..sources import AttrSource
 from .base import Value
 from .constants import ConstantValue, NONE, const
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
+from .numpy_values import is_numpy_scalar
 from .symbolic import SYM_TYPES, SymIntValue, is_symbolic, sym_size
 
 
@@ -412,7 +413,7 @@ def _constant_arg(tx, value):
     passed as the very object eager passes -- torch promotes it unlike a
     Python number in places (``torch.tensor(np.float64(2))`` is float64) --
     made by a node, since fx can only print Python literals."""
-    if type(value).__module__ == "numpy":
+    if type(value).__module__ == "numpy" and is_numpy_scalar(value):
         return tx.graph.create_node("call_function", numpy_scalar, (type(value).__name__, value.tobytes()), {},
                                     value)
     if type(value) is tuple:
