@@ -191,6 +191,23 @@ def test_explain_reports_graphs_guards_and_reasons():
     assert report.frames_eager == 1 and [r.kind for r in report.break_reasons] == ["generator"]
 
 
+def test_explain_groups_break_reasons_by_kind_most_frequent_first():
+    def f(x):
+        print("a")
+        x = x + 1
+        print("b")
+        x = x * 2
+        bytegraph.graph_break()
+        return x.sin()
+
+    report = bytegraph.explain(f)(torch.ones(2))
+    groups = [(kind, n) for kind, n, _ in report.breaks_by_kind()]
+    assert groups[0] == ("print", 2) and len(groups) == 2 and groups[1][1] == 1
+    text = str(report)
+    assert "breaks and fallbacks by kind" in text and "  print: 2" in text
+    torch.testing.assert_close(report.result, (torch.ones(2) + 1).mul(2).sin())
+
+
 def test_stats_counters_and_reset():
     cf = bytegraph.compile(lambda x: x + 1, backend="eager")
     cf(torch.zeros(1))

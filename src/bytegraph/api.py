@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import types
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -103,6 +103,25 @@ class ExplainReport:
         return [sum(1 for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
                 for g in self.graphs]
 
+    def breaks_by_kind(self) -> List[Tuple[str, int, List[BreakRecord]]]:
+        """The break and fallback reasons grouped by kind, the most frequent
+        kind first: ``(kind, count, records)``, so a user sees what to fix first.
+
+        Example::
+
+            >>> import bytegraph, torch
+            >>> def f(x):
+            ...     print("hi")
+            ...     return x + 1
+            >>> report = bytegraph.explain(f)(torch.ones(2))  # doctest: +SKIP
+            >>> [(kind, n) for kind, n, _ in report.breaks_by_kind()]  # doctest: +SKIP
+            [('print', 1)]
+        """
+        groups: Dict[str, List[BreakRecord]] = {}
+        for r in self.break_reasons:
+            groups.setdefault(r.kind, []).append(r)
+        return sorted(((k, len(v), v) for k, v in groups.items()), key=lambda g: (-g[1], g[0]))
+
     def __str__(self) -> str:
         lines = [f"bytegraph explain: {self.graph_count} graph(s), {self.graph_break_count} break/fallback "
                  f"reason(s), {self.frames_compiled} frame(s) compiled ({self.frames_transformed} without a graph), "
@@ -112,8 +131,10 @@ class ExplainReport:
             lines.append(f"\n--- graph {i} ({self.ops_per_graph[i]} ops) ---")
             lines.append(g.print_readable(print_output=False).rstrip())
         if self.break_reasons:
-            lines.append("\n--- breaks and fallbacks ---")
-            lines.extend(f"  {r}" for r in self.break_reasons)
+            lines.append("\n--- breaks and fallbacks by kind ---")
+            for kind, count, records in self.breaks_by_kind():
+                lines.append(f"  {kind}: {count}")
+                lines.extend(f"    {r}".replace("\n", "\n  ") for r in records)
         lines.append("\n--- guards ---")
         lines.extend(f"  {g}" for g in self.guards)
         return "\n".join(lines)

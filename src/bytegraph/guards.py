@@ -759,7 +759,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{e} == {bind(g.expected)}"
     if k == "DICT_CONTAINS":
         key, present = g.expected
-        return f"({key!r} in {e}) is {present}"
+        if type(key) in (str, int):
+            return f"({key!r} in {e}) is {present}"
+        # (a class key, e.g. of copyreg.dispatch_table: looked up by identity hash)
+        return f"({bind(key)} in {e}) is {present}"
     if k == "DICT_KEYS":
         keys = tuple(g.expected)
         if any(type(key) in _NUMERIC_KEY_TYPES for key in keys):

@@ -34,6 +34,10 @@ class SideEffects:
         self.mutated: Dict[Value, None] = {}
         #: pending attribute writes: value -> {name: new value or DELETED}
         self.attr_writes: Dict[Value, Dict[str, Value]] = {}
+        #: (id(obj), name) of attribute writes replayed through object.__setattr__/__delattr__
+        self.generic_attrs: set = set()
+        #: (id(obj), name) of attributes deleted in the trace (an object's dict order changed)
+        self.deleted_attrs: set = set()
         #: pending global writes: (id(globals dict), name) -> (globals dict, name, value)
         self.global_writes: Dict[Tuple[int, str], Tuple[dict, str, Value]] = {}
         #: deleted globals that this call had set first (see ``delete_global``)
@@ -85,11 +89,21 @@ class SideEffects:
             self.mutated[value] = None
             self.order[("state", id(value))] = None
 
-    def store_attr(self, obj: Value, name: str, value: Value) -> None:
+    def store_attr(self, obj: Value, name: str, value: Value, generic: bool = False) -> None:
+        """``generic``: the write is ``object.__setattr__``'s (or
+        ``__delattr__``'s) under a class hook the trace already ran; it is
+        replayed as that call, so the hook does not run twice."""
         if self.watch is not None:
             self.watch.append(obj)
         self.attr_writes.setdefault(obj, {})[name] = value
         self.order[("attr", id(obj), name)] = None
+        from .values.objects import DELETED
+        if value is DELETED:
+            self.deleted_attrs.add((id(obj), name))
+        if generic:
+            self.generic_attrs.add((id(obj), name))
+        else:
+            self.generic_attrs.discard((id(obj), name))
 
     def forget_attr(self, obj: Value, name: str) -> None:
         """Drop a pending write whose net effect is none (set, then deleted,
@@ -249,7 +263,15 @@ class SideEffects:
                 cg.emit("POP_TOP")
             elif kind == "attr":
                 name, value = payload
-                if value is DELETED:
+                if (id(target), name) in self.generic_attrs:
+                    cg.push_callable(object.__delattr__ if value is DELETED else object.__setattr__)
+                    cg.reconstruct(target)
+                    cg.load_object(name)
+                    if value is not DELETED:
+                        cg.reconstruct(value)
+                    cg.call(2 if value is DELETED else 3)
+                    cg.emit("POP_TOP")
+                elif value is DELETED:
                     cg.reconstruct(target)
                     cg.emit("DELETE_ATTR", name)
                 else:

@@ -15,6 +15,9 @@ from ..errors import Unsupported
 from ..sources import Source
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: builtin types, whose dicts never change
+
+
 class Value:
     """Abstract symbolic Python object.
 
@@ -98,6 +101,15 @@ class Value:
         raise Unsupported(f"iterating over a {self.type_name()} object", kind="unsupported_iter")
 
     def truth(self, tx) -> bool:
+        try:
+            cls = self.python_type()
+        except NotImplementedError:
+            cls = None
+        if cls is not None and cls.__flags__ & _IMMUTABLE_TYPE and not any(
+                "__bool__" in k.__dict__ or "__len__" in k.__dict__ for k in cls.__mro__):
+            # a builtin type without __bool__/__len__ (a function, a method):
+            # its objects are always true, and no program code can change that
+            return True
         raise Unsupported(f"truth value of a {self.type_name()} object", kind="unsupported_truth")
 
     def has_len(self) -> bool:

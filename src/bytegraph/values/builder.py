@@ -15,6 +15,7 @@ import os
 import inspect
 import sys
 import types
+import typing
 import weakref
 from typing import Optional
 
@@ -306,6 +307,9 @@ def _identity_key(k) -> bool:
         return t.__eq__ is type.__eq__ and t.__hash__ is type.__hash__
     if isinstance(k, enum.Enum):
         return t.__eq__ is object.__eq__
+    if isinstance(k, typing._SpecialForm):
+        # ``Union``, ``Literal``: module-level singletons (validators key dicts by them)
+        return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
     return t in (types.FunctionType, types.BuiltinFunctionType)
 
 

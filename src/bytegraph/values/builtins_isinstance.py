@@ -172,7 +172,9 @@ def _constant_isinstance(tx, value, cls) -> bool:
 #: a builtin name.)
 _GENERIC_GETATTRIBUTE = frozenset(
     t.__dict__["__getattribute__"] for t in [*vars(__import__("builtins")).values(), types.ModuleType]
-    if isinstance(t, type) and "__getattribute__" in t.__dict__)
+    if isinstance(t, type) and "__getattribute__" in t.__dict__) | {
+    # ``int | None``: C code that forwards only ``__module__`` to the type
+    types.UnionType.__dict__["__getattribute__"]}
 
 
 def _has_bases(tx, v: Value) -> bool:

@@ -30,6 +30,8 @@ from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
+from .copying import copy_handler, deepcopy_handler
+from .object_protocol import new_object
 from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -479,69 +481,6 @@ class SignatureValue(ConstantValue):
         return super().get_attr(tx, name)
 
 
-def _copy(tx, args, kwargs):
-    """``copy.copy`` of a container or an immutable value."""
-    (v,) = args
-    if v.is_constant() or type(v) is TupleValue:
-        return v  # immutable: copy.copy returns the object itself
-    if type(v) is ListValue:
-        return ListValue(list(v.items))
-    if type(v) is DictValue:
-        # (an OrderedDict with instance attributes is never a DictValue: its copy would have them)
-        from .dict_methods import copy_of
-        return copy_of(v)
-    if type(v) is SetValue:
-        # (an exact frozenset's copy is the frozenset itself)
-        return v.call_method(tx, "copy", [], {})
-    raise Unsupported(f"copy.copy of a {v.type_name()}", kind="unsupported_call")
-
-
-def _deepcopy(tx, args, kwargs):
-    """``copy.deepcopy`` of nested lists, tuples and dicts of constants
-    (aliasing inside the structure is kept, as deepcopy's memo does)."""
-    memo = {}
-
-    def rec(v):
-        if v.is_constant():
-            return v
-        if id(v) in memo:
-            return memo[id(v)]
-        if type(v) is ListValue:
-            out = memo[id(v)] = ListValue([])
-            out.items = [rec(i) for i in v.items]
-        elif type(v) is TupleValue:
-            items = [rec(i) for i in v.items]
-            # a tuple whose items all copy to themselves is returned as is
-            out = memo[id(v)] = v if all(a is b for a, b in zip(items, v.items)) else TupleValue(items)
-        elif type(v) is DictValue:
-            # a defaultdict's factory is deep-copied too: only ones deepcopy
-            # keeps (classes, functions, None) are modelled
-            factory = v.default_factory
-            if factory is not None and not (is_none(factory) or _deepcopy_atomic(factory)):
-                raise Unsupported("copy.deepcopy of a defaultdict with this default_factory",
-                                  kind="unsupported_call")
-            out = memo[id(v)] = DictValue(cls=v.cls, default_factory=factory)
-            for k, item in list(v.entries.values()):
-                # keys are deep-copied as well: only keys deepcopy returns as they are
-                if not (k.is_constant() or _deepcopy_atomic(k)):
-                    raise Unsupported(f"copy.deepcopy of a dict with a {k.type_name()} key", kind="unsupported_call")
-                out.put(k, rec(item))
-        else:
-            raise Unsupported(f"copy.deepcopy of a {v.type_name()}", kind="unsupported_call")
-        return out
-
-    if len(args) != 1 or kwargs:
-        raise Unsupported("copy.deepcopy with a memo", kind="unsupported_call")
-    return rec(args[0])
-
-
-def _deepcopy_atomic(v) -> bool:
-    """``copy.deepcopy`` returns the object itself (a class, a function)."""
-    real = v.real_object()
-    return real is not None and (isinstance(real[0], type) or type(real[0]) in (
-        types.FunctionType, types.BuiltinFunctionType))
-
-
 def _dataclass_replace(tx, args, kwargs):
     """``dataclasses.replace(obj, **changes)``: the class called again with obj's
     init fields, changed ones replaced (what ``replace`` does)."""
@@ -600,7 +539,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     functools.partial: _partial, locals: locals_, vars: vars_, dir: dir_, super: super_,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     dataclasses.replace: _dataclass_replace, functools.wraps: _wraps,
-    copy.copy: _copy, copy.deepcopy: _deepcopy, traceback.clear_frames: _clear_frames,
+    copy.copy: copy_handler, copy.deepcopy: deepcopy_handler, traceback.clear_frames: _clear_frames,
     collections.OrderedDict: _dict_subclass(collections.OrderedDict),
     collections.defaultdict: _dict_subclass(collections.defaultdict),
     id: id_, inspect.signature: _signature,
@@ -618,6 +557,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.index: _constant_fn(operator.index),
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
+BUILTIN_HANDLERS[object.__new__] = new_object
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
@@ -682,6 +622,9 @@ def builtin_handler(obj):
     # Only functions and plain classes can be table keys; looking anything
     # else up would hash it, which may run a user's __hash__ at trace time.
     t = type(obj)
+    if t in (types.WrapperDescriptorType, types.MethodDescriptorType):
+        from .object_protocol import OBJECT_SLOT_HANDLERS
+        return OBJECT_SLOT_HANDLERS.get(obj)
     if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
         return None
     return BUILTIN_HANDLERS.get(obj)

@@ -24,8 +24,9 @@ from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
 from .functions import BoundMethodValue
+from .object_protocol import BOUND_SLOTS, ObjectSlotValue
 from .objects import (DELETED, NO_ATTR, UserObjectValue, dunder_truth, guard_class_lookup, intercepts_attribute_reads,
-                      lookup_attr, owner_of, special_lookup)
+                      lookup_attr, owner_of, python_getattribute, special_lookup)
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -184,7 +185,7 @@ class SuperValue(Value):
                 if isinstance(attr, property):
                     return tx.wrap(attr.fget, AttrSource(src, "fget")).call(tx, [self.receiver], {})
                 if callable(attr) and getattr(attr, "__objclass__", None) is object:
-                    return _ObjectSlot(name, self.receiver)
+                    return ObjectSlotValue(name, self.receiver)
                 if on_class and type(attr).__name__ == "classmethod_descriptor":
                     # a C classmethod (``torch._C._FunctionBase.apply``) bound to
                     # the class: a constant of the trace, called natively
@@ -204,7 +205,7 @@ class SuperValue(Value):
                     raise Unsupported(f"super().{name}, a {type(attr).__name__}", kind="unsupported_attribute")
                 return tx.wrap(attr, src)
         if name == "__init__":
-            return _ObjectSlot(name, self.receiver)
+            return ObjectSlotValue(name, self.receiver)
         raise Unsupported(f"super().{name}", kind="unsupported_attribute")
 
     def children(self):
@@ -263,26 +264,6 @@ class EnvironValue(Value):
         return _MappingRead(self.source, os.environ, "__getitem__").call(tx, [key], {})
 
 
-class _ObjectSlot(Value):
-    """``object.__init__`` and friends reached through ``super()``: no effect."""
-
-    __slots__ = ("name", "receiver")
-
-    def __init__(self, name, receiver):
-        super().__init__()
-        self.name = name
-        self.receiver = receiver
-
-    def call(self, tx, args, kwargs):
-        if self.name in ("__init__", "__init_subclass__"):
-            return NONE
-        if self.name == "__getattribute__" and isinstance(self.receiver, UserObjectValue) and len(args) == 1 \
-                and not kwargs and args[0].is_constant() and type(args[0].as_constant()) is str:
-            # a class's own __getattribute__ handing the read to object's
-            return self.receiver.generic_get_attr(tx, args[0].as_constant())
-        raise Unsupported(f"object.{self.name} through super()", kind="unsupported_attribute")
-
-
 class NewObjectValue(Value):
     """An instance of a user class created during the trace.
 
@@ -336,9 +317,34 @@ class NewObjectValue(Value):
         holds for later calls too."""
         guard_class_lookup(tx, self.cls, name, owner_of(self.cls, name))
 
+    def _python_hooks(self) -> bool:
+        """Whether the class's own Python attribute hooks run on this object
+        (a ModelOutput-like dict subclass is modelled as its mapping instead)."""
+        return not issubclass(self.cls, dict)
+
     def get_attr(self, tx, name):
+        hook = python_getattribute(self.cls) if self._python_hooks() else None
+        if hook is not None:
+            # ``type(obj).__getattribute__(obj, name)`` in the trace; its
+            # ``super().__getattribute__`` comes back to generic_get_attr
+            self._guard_lookup(tx, "__getattribute__")
+            if special_lookup(self.cls, "__getattr__") is not NO_ATTR:
+                raise Unsupported(f"{self.cls.__name__}.__getattribute__ with __getattr__",
+                                  kind="unsupported_attribute")
+            owner = owner_of(self.cls, "__getattribute__")
+            fn = tx.wrap(hook, AttrSource(ObjectSource(owner, owner.__qualname__), "__getattribute__"))
+            return fn.call(tx, [self, const(name)], {})
+        return self.generic_get_attr(tx, name)
+
+    def generic_get_attr(self, tx, name):
+        """``object.__getattribute__(obj, name)``."""
         if name == "__class__" and special_lookup(self.cls, "__class__") is object.__dict__["__class__"]:
             return tx.wrap(self.cls, None)  # (a class may define its own __class__)
+        if name == "__dict__" and special_lookup(self.cls, "__dict__") is not NO_ATTR and \
+                _slot_names(self.cls) is None and type(special_lookup(self.cls, "__dict__")) is types.GetSetDescriptorType:
+            from .object_protocol import InstanceDictValue
+            self._guard_lookup(tx, name)
+            return InstanceDictValue(self)
         self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             return self._property_call(tx, name, "fget", [])
@@ -350,6 +356,8 @@ class NewObjectValue(Value):
                 src = AttrSource(ObjectSource(klass, klass.__qualname__), name)
                 if isinstance(attr, types.FunctionType):
                     return BoundMethodValue(tx.wrap(attr, src), self)
+                if name in BOUND_SLOTS and attr is object.__dict__[name]:
+                    return ObjectSlotValue(name, self)
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, AttrSource(src, "__func__"))
                 if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
@@ -376,6 +384,13 @@ class NewObjectValue(Value):
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 
     def set_attr(self, tx, name, value):
+        from .object_protocol import call_attr_hook
+        if self._python_hooks() and call_attr_hook(tx, self, self.cls, "__setattr__", [const(name), value]):
+            return  # the class's own __setattr__ ran (its object.__setattr__ came back below)
+        self.generic_set_attr(tx, name, value)
+
+    def generic_set_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``."""
         self._guard_lookup(tx, name)
         slots = _slot_names(self.cls)
         if self._data_descriptor(name) is not None:
@@ -390,6 +405,13 @@ class NewObjectValue(Value):
         self.attrs[name] = value
 
     def del_attr(self, tx, name):
+        from .object_protocol import call_attr_hook
+        if self._python_hooks() and call_attr_hook(tx, self, self.cls, "__delattr__", [const(name)]):
+            return
+        self.generic_del_attr(tx, name)
+
+    def generic_del_attr(self, tx, name):
+        """``object.__delattr__(obj, name)``."""
         self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fdel", [])
@@ -589,6 +611,33 @@ def _slot_names(cls: type):
     return names
 
 
+def check_constructible(cls: type) -> None:
+    """Raise Unsupported unless an instance of ``cls`` made in the trace can
+    be modelled by NewObjectValue: its attribute hooks are ``object``'s or
+    Python functions (traced), it has no finalizer, and it is no module."""
+    def own(name):
+        return special_lookup(cls, name) is not object.__dict__[name]
+    if not issubclass(cls, dict):
+        # (dict subclasses are modelled as ModelOutput-like mappings)
+        for name in ("__setattr__", "__delattr__"):
+            if own(name) and not isinstance(special_lookup(cls, name), types.FunctionType):
+                raise Unsupported(f"constructing {cls.__qualname__} (its {name} is not a Python function)",
+                                  kind="unsupported_class_call")
+        if own("__getattribute__") and python_getattribute(cls) is None:
+            raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)",
+                              kind="unsupported_class_call")
+    if intercepts_attribute_reads(cls) and (issubclass(cls, dict) or python_getattribute(cls) is None):
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__ or __class__)",
+                          kind="unsupported_class_call")
+    if special_lookup(cls, "__del__") is not NO_ATTR:
+        # the object would exist only if it escapes: its finalizer must run
+        # when eager's would, so it is made natively
+        raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
+                          kind="unsupported_class_call", hint="build modules outside the compiled function")
+
+
 def construct_user_object(tx, cls: type, args, kwargs) -> Value:
     """``cls(*args, **kwargs)`` for a plain Python class: inline ``__init__`` on a new object."""
     if cls in (torch.nn.ModuleList, torch.nn.Sequential) and len(args) == 1 and not kwargs:
@@ -602,19 +651,7 @@ def construct_user_object(tx, cls: type, args, kwargs) -> Value:
         return special_lookup(cls, name) is not object.__dict__[name]
     if own("__new__") and not (issubclass(cls, dict) and dataclasses.is_dataclass(cls)):
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__)", kind="unsupported_class_call")
-    if (own("__setattr__") or own("__delattr__")) and not issubclass(cls, dict):
-        raise Unsupported(f"constructing {cls.__qualname__} (custom __setattr__/__delattr__)",
-                          kind="unsupported_class_call")
-    if (own("__getattribute__") and not issubclass(cls, dict)) or intercepts_attribute_reads(cls):
-        # (dict subclasses are modelled as ModelOutput-like mappings below)
-        raise Unsupported(f"constructing {cls.__qualname__} (custom __getattribute__)", kind="unsupported_class_call")
-    if special_lookup(cls, "__del__") is not NO_ATTR:
-        # the object would exist only if it escapes: its finalizer must run
-        # when eager's would, so it is made natively
-        raise Unsupported(f"constructing {cls.__qualname__}, which has __del__", kind="finalizer")
-    if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"constructing nn.Module {cls.__qualname__} inside a compiled function",
-                          kind="unsupported_class_call", hint="build modules outside the compiled function")
+    check_constructible(cls)
     value = NewObjectValue(cls)
     if issubclass(cls, dict) and dataclasses.is_dataclass(cls):
         # ModelOutput-like: fields given as arguments, None fields left out of the mapping

@@ -15,6 +15,7 @@ from ..sources import AttrSource, ItemSource, ObjectSource
 from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const, is_none
 from .exceptions import ExceptionValue  # noqa: F401 - re-exported
+from .object_protocol import BOUND_SLOTS
 
 
 class PythonModuleValue(Value):
@@ -277,12 +278,24 @@ class UserObjectValue(Value):
                               kind="unsupported_attribute")
 
     def set_attr(self, tx, name, value):
-        if _has_data_descriptor(type(self.obj), name) or _has_custom_setattr(type(self.obj)):
-            raise Unsupported(f"setting {type(self.obj).__name__}.{name} (descriptor or __setattr__)",
+        from .object_protocol import call_attr_hook
+        if call_attr_hook(tx, self, type(self.obj), "__setattr__", [const(name), value]):
+            return  # the class's own __setattr__ ran (its object.__setattr__ came back below)
+        self.generic_set_attr(tx, name, value)
+
+    def generic_set_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: buffered, and replayed as
+        that same call when the class has a hook of its own (a ``STORE_ATTR``
+        would run the hook again)."""
+        cls = type(self.obj)
+        if _has_data_descriptor(cls, name):
+            raise Unsupported(f"setting {cls.__name__}.{name} (a data descriptor)", kind="unsupported_setattr")
+        if _instance_dict(self.obj) is None:
+            raise Unsupported(f"setting {cls.__name__}.{name} (an object without __dict__)",
                               kind="unsupported_setattr")
         self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
-        tx.side_effects.store_attr(self, name, value)
+        tx.side_effects.store_attr(self, name, value, generic=_has_custom_setattr(cls))
 
     def _release_attr(self, tx, name) -> None:
         """The value an attribute write or delete drops (see check_release)."""
@@ -296,8 +309,15 @@ class UserObjectValue(Value):
                                   kind="finalizer", hint="the write runs natively, where the finalizer runs on time")
 
     def del_attr(self, tx, name):
+        from .object_protocol import call_attr_hook
+        if call_attr_hook(tx, self, type(self.obj), "__delattr__", [const(name)]):
+            return
+        self.generic_del_attr(tx, name)
+
+    def generic_del_attr(self, tx, name):
+        """``object.__delattr__(obj, name)`` (replayed as that call, see generic_set_attr)."""
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name) or _has_custom_setattr(cls) or _instance_dict(self.obj) is None:
+        if _has_data_descriptor(cls, name) or _instance_dict(self.obj) is None:
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
         self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
@@ -309,7 +329,7 @@ class UserObjectValue(Value):
             # ``del`` removes an instance attribute; a class attribute does not count
             tx.raise_python_exception(AttributeError(name))
         if had:
-            se.store_attr(self, name, DELETED)
+            se.store_attr(self, name, DELETED, generic=_has_custom_setattr(cls))
         else:
             se.forget_attr(self, name)  # set in this call, deleted again: nothing to replay
 
@@ -608,6 +628,11 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
     if isinstance(class_attr, types.FunctionType):
         fn = tx.wrap(class_attr, AttrSource(AttrSource(src, "__class__"), name))
         return BoundMethodValue(fn, value)
+    if name in BOUND_SLOTS and class_attr is object.__dict__[name]:
+        # object's own C method (``x.__reduce_ex__``): its model, bound to the value
+        from .object_protocol import ObjectSlotValue
+        guard_class_lookup(tx, cls, name, object)
+        return ObjectSlotValue(name, value)
     if isinstance(class_attr, staticmethod):
         return tx.wrap(class_attr.__func__, AttrSource(AttrSource(src, "__class__"), name))
     if isinstance(class_attr, classmethod) and isinstance(class_attr.__func__, types.FunctionType):
@@ -642,7 +667,11 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
             _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
-        _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
+        if class_attr is None:
+            _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
+        else:
+            # (an unset slot: its descriptor raised)
+            guard_class_lookup(tx, cls, name, owner_of(cls, name))
         tx.raise_python_exception(e)
     except Exception as e:
         # a C getter that ran user code which raised: the read must happen in Python

@@ -405,6 +405,9 @@ def contains(tx, container: Value, item: Value) -> bool:
         return container.dict_value.contains(item)
     if isinstance(container, SetValue):
         return container.contains(item)
+    from .object_protocol import InstanceDictValue
+    if isinstance(container, InstanceDictValue):
+        return container.contains(item)
     if isinstance(container, TensorValue):
         raise Unsupported("`in` on a tensor reads tensor values", kind="data_dependent")
     if container.is_constant() and item.is_constant():
