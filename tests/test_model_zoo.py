@@ -52,6 +52,20 @@ class BreakLog:
         diagnostics.remove_listener(self)
 
 
+def assert_same_gradients(eager_model, compiled_model):
+    """Every parameter's gradient equal to eager's.  A parameter that gets no
+    gradient in eager (``None``: it feeds only outputs the loss ignores, like
+    BERT's pooler here) gets zeros under AOT autograd, with torch.compile as with
+    bytegraph: the compiled graph is one autograd node whose backward yields a
+    gradient for every input.  That is allowed here, and only that."""
+    for (n, p), q in zip(eager_model.named_parameters(), compiled_model.parameters()):
+        if p.grad is None:
+            assert q.grad is None or not q.grad.any(), n
+            continue
+        # tolerance: AOT autograd may reorder float reductions
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-5, msg=n)
+
+
 def compiled_counts():
     s = bytegraph.stats()
     return s.frames_compiled, s.recompiles
@@ -79,7 +93,8 @@ def test_eval_matches_eager_at_three_sizes_without_extra_compiles(name):
                 assert compiled_counts() == before, f"{name}: identical inputs compiled again"
             if i == 1:
                 before_third = compiled_counts()
-        assert compiled_counts() == before_third, f"{name}: the third size compiled again"
+        if not z.third_size_compiles:
+            assert compiled_counts() == before_third, f"{name}: the third size compiled again"
     assert bytegraph.stats().eager_fallbacks == 0, [str(r) for r in log.records]
     assert 1 <= first_graphs <= z.graphs, (first_graphs, [str(r) for r in first_breaks])
     unexpected = [str(r) for r in first_breaks if r.kind not in z.breaks]
@@ -93,7 +108,7 @@ def test_one_training_step_with_aot_eager_matches_eager_gradients(name):
     model.train()
     other = copy.deepcopy(model)
     compiled = bytegraph.compile(other, backend="aot_eager")
-    args, kwargs = inputs[0]
+    args, kwargs = inputs[1]     # the second size: the first has batch 1, which BatchNorm refuses in training
     losses = []
     for m in (model, compiled):
         loss = first_tensor(m(*args, **kwargs)).float().pow(2).mean()
@@ -101,12 +116,7 @@ def test_one_training_step_with_aot_eager_matches_eager_gradients(name):
         losses.append(loss.detach())
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
     assert bytegraph.stats().graphs >= 1 and bytegraph.stats().eager_fallbacks == 0
-    # tolerance: AOT autograd may reorder float reductions
-    for (n, p), q in zip(model.named_parameters(), other.parameters()):
-        if p.grad is None:
-            assert q.grad is None, n
-            continue
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-5, msg=n)
+    assert_same_gradients(model, other)
 
 
 @pytest.mark.models
@@ -130,11 +140,7 @@ def test_task_head_training_step_with_labels_matches_eager(name):
             losses.append(loss.detach())
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-4, atol=1e-5)
     assert bytegraph.stats().eager_fallbacks == 0
-    for (n, p), q in zip(model.named_parameters(), other.parameters()):
-        if p.grad is None:
-            assert q.grad is None, n
-            continue
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-3, atol=1e-5, msg=n)
+    assert_same_gradients(model, other)
     assert 1 <= backend.count <= h.graphs, (backend.count, [str(r) for r in log.records])
     unexpected = [str(r) for r in log.records if r.kind not in h.breaks]
     assert not unexpected, unexpected
