@@ -637,3 +637,29 @@ def test_numpy_scalar_operators_warn_natively(op):
                 ref = f(torch.ones(2), k)
             torch.testing.assert_close(out, ref, equal_nan=True)
     assert (bytegraph.stats().graph_breaks == 0) == (op == "fine")
+
+
+class RewritesGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        global _counter
+        _counter = _counter + 10
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_autograd_function_rewriting_a_global_the_trace_wrote_breaks():
+    global _counter
+
+    def f(x):
+        global _counter
+        _counter = 1                  # a pending global write before the Function
+        return RewritesGlobal.apply(x + 1)
+
+    _counter = 0
+    bytegraph.compile(f, backend="aot_eager")(torch.ones(2))
+    assert _counter == 11
+    assert bytegraph.stats().graph_breaks >= 1

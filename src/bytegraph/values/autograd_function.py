@@ -124,6 +124,9 @@ class AutogradCtxValue(Value):
         return f"AutogradCtxValue({self.ctx_type.__name__})"
 
 
+_MISSING = object()
+
+
 class _Sandbox:
     """The trace's state before forward/backward are traced, to check they
     had no effect and to throw their nodes away afterwards."""
@@ -141,6 +144,8 @@ class _Sandbox:
         self.tensors = [(t, t.fake._version) for t in tensors if not t.fake.is_inference()]
         self.grad = torch.is_grad_enabled()
         self.n_frames = len(tx.trace.frames)
+        # (a global the trace already wrote, written again, changes no count)
+        self.globals = {key: entry[2] for key, entry in se.global_writes.items()}
         # (nested: an apply inside a forward being checked)
         self.outer_watch = se.watch
         se.watch = []
@@ -151,7 +156,8 @@ class _Sandbox:
         effects = (len(se.order), len(se.mutated), len(se.attr_writes), len(se.global_writes),
                    len(se.deferred_calls), len(se.tensor_hooks), len(tx.trace.generators),
                    len(tx.trace.open_contexts), len(tx.trace.open_autocasts))
-        if effects != self.effects:
+        if effects != self.effects or any(self.globals.get(key, _MISSING) is not entry[2]
+                                          for key, entry in se.global_writes.items()):
             raise _kind(f"{what} has side effects (a mutation, a global or "
                         "attribute write, a hook, a generator) that would not run on every call")
         if len(tx.graph.inputs) != self.n_inputs:
