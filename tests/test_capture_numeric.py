@@ -663,3 +663,26 @@ def test_autograd_function_rewriting_a_global_the_trace_wrote_breaks():
     bytegraph.compile(f, backend="aot_eager")(torch.ones(2))
     assert _counter == 11
     assert bytegraph.stats().graph_breaks >= 1
+
+
+class ReadsItemInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * x.sum().item()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_autograd_function_reading_a_number_in_forward_breaks(capture):
+    saved = bytegraph.config.capture_scalar_outputs
+    bytegraph.config.capture_scalar_outputs = capture
+    try:
+        def f(x):
+            return ReadsItemInForward.apply(x + 1)
+
+        assert_same(f, torch.randn(3), graphs=None, breaks=1)
+    finally:
+        bytegraph.config.capture_scalar_outputs = saved

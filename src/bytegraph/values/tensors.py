@@ -405,7 +405,12 @@ def _unbacked_bindings(graph, out):
     if env is None or not env.pending_fresh_unbacked_symbols:
         return None
     from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
-    return compute_unbacked_bindings(env, out)
+    try:
+        return compute_unbacked_bindings(env, out)
+    except Exception as e:  # noqa: BLE001 - a number read inside an op (a custom Function's forward)
+        env.pending_fresh_unbacked_symbols.clear()
+        raise Unsupported(f"an operation reads a tensor value it does not return ({type(e).__name__})",
+                          kind="data_dependent") from None
 
 
 def _constant_arg(tx, value):
