@@ -686,3 +686,21 @@ def test_autograd_function_reading_a_number_in_forward_breaks(capture):
         assert_same(f, torch.randn(3), graphs=None, breaks=1)
     finally:
         bytegraph.config.capture_scalar_outputs = saved
+
+
+def test_numpy_frompyfunc_ufunc_is_not_folded():
+    calls = []
+
+    def py(v):
+        calls.append(v)
+        return v * 2
+
+    uf = np.frompyfunc(py, 1, 1)
+
+    def f(x):
+        return x * float(uf(3.0))
+
+    cf = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        torch.testing.assert_close(cf(torch.ones(2)), torch.full((2,), 6.0))
+    assert calls == [3.0, 3.0]   # once per call, never at trace time

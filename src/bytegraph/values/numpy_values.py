@@ -40,14 +40,16 @@ def is_numpy_callable(obj) -> bool:
     if np is None:
         return False
     if isinstance(obj, np.ufunc):
-        return True
+        # NumPy's own (np.frompyfunc makes ufuncs that run Python code)
+        return _public(obj)
     return type(obj).__name__ == "_ArrayFunctionDispatcher" and type(obj).__module__ == "numpy" \
         and getattr(obj, "__name__", None) in _PURE_FUNCTIONS and _public(obj)
 
 
 def _public(fn) -> bool:
     np = numpy_module()
-    return getattr(np, fn.__name__, None) is fn
+    name = getattr(fn, "__name__", None)
+    return isinstance(name, str) and getattr(np, name, None) is fn
 
 
 def is_numpy_scalar(obj) -> bool:
