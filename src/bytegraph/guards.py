@@ -344,13 +344,8 @@ class CompiledGuard:
         env = self._env(args, kwargs)
         if env is None:
             return shapes, ints
-        for setup, _cond, guard, value_var in self._lines[:wanted[-1] + 1]:
-            try:
-                for var, expr in setup:
-                    env[var] = eval(expr, env)
-                value = env.get(value_var) if value_var else None
-            except Exception:
-                continue
+        for guard, value_var in _read_lines(self._lines[:wanted[-1] + 1], env):
+            value = env.get(value_var) if value_var else None
             if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
                 shapes[guard.source.name()] = tuple(value.shape)
             elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(guard.source) \
@@ -366,12 +361,7 @@ class CompiledGuard:
         out: List[str] = []
         if env is None:
             return out
-        for setup, _cond, guard, value_var in self._lines:
-            try:
-                for var, expr in setup:
-                    env[var] = eval(expr, env)
-            except Exception:
-                continue
+        for guard, value_var in _read_lines(self._lines, env):
             src = guard.source
             if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
                     and env.get(value_var) != guard.expected:
@@ -392,6 +382,44 @@ class CompiledGuard:
             except Exception as e:  # the guard function treats errors as failure too
                 return f"{guard.describe()} (raised {type(e).__name__}: {e})"
         return None
+
+
+#: guards that establish what an object is; reads below a failing one are not made
+_WHAT_IT_IS = ("TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH")
+
+
+def _read_lines(lines, env):
+    """Evaluate the setups of guard ``lines`` in ``env`` (slow paths that
+    read every line rather than stop at the first failing one), yielding
+    ``(guard, value_var)`` for each line read.  Nothing is read below an
+    object whose type or identity check failed, nor below a read that
+    raised: ``obj.name`` on an object of another class than the trace saw
+    may run that class's own ``__getattribute__``, property or ``__getattr__``
+    -- the program's code, which a guard must never run."""
+    import re
+    blocked: set = set()
+
+    def reads_blocked(expr):
+        return any(re.search(rf"(?<![\w.]){re.escape(v)}\b", expr) for v in blocked)
+
+    for setup, cond, guard, value_var in lines:
+        if blocked and any(reads_blocked(expr) for _, expr in setup):
+            blocked.update(var for var, _ in setup)
+            continue
+        try:
+            for var, expr in setup:
+                env[var] = eval(expr, env)
+        except Exception:
+            blocked.update(var for var, _ in setup)
+            continue
+        if guard.kind in _WHAT_IT_IS and value_var is not None:
+            try:
+                ok = bool(eval(cond, env))
+            except Exception:
+                ok = False
+            if not ok:
+                blocked.add(value_var)
+        yield guard, value_var
 
 
 _NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)

@@ -414,6 +414,9 @@ def wrap_callable_or_object(tx, obj, source):
     if source is None:
         return OpaqueValue(obj, None, f"object of type {t.__name__} created outside the trace",
                            "unsupported_object", "")
+    # its class decides every lookup the trace makes on it, and whether a
+    # guard's ``obj.name`` runs the program's hooks: checked before any of them
+    tx.guards.add(Guard("TYPE_MATCH", source, t))
     value = UserObjectValue(obj, source, tx.guards)
     tx.side_effects.track_existing(obj, value)
     return value
