@@ -800,6 +800,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
             # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
             # compare these two floats by their bits
             return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
+        if type(v).__module__ == "numpy":
+            # a NumPy scalar: its exact bits (NaN, -0.0), by type
+            return f"type({e}) is {bind(type(v))} and {e}.tobytes() == {v.tobytes()!r}"
         if type(v) in (tuple, frozenset) and _has_numbers(v):
             # (1,) == (True,): the items' types too
             return f"type({e}) is {bind(type(v))} and {e} == {bind(v)} and {bind(typed)}({e}) == {bind(typed(v))}"

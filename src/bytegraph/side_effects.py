@@ -50,6 +50,10 @@ class SideEffects:
         self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
         #: library calls whose only effect is on objects no traced code reads, run in order after the graph
         self.deferred_calls: List[Tuple[object, List[Value]]] = []
+        #: while code is traced only to check it (an autograd Function's
+        #: forward), every value it mutates or sets an attribute on, with a
+        #: source or not (see autograd_function._Sandbox)
+        self.watch: Optional[List[Value]] = None
 
     # -- identity ------------------------------------------------------------
     def existing(self, obj) -> Optional[Value]:
@@ -91,6 +95,8 @@ class SideEffects:
     # -- mutations -------------------------------------------------------------
     def mutate(self, value: Value) -> None:
         """Note that ``value``'s state changes; only pre-existing objects need replay."""
+        if self.watch is not None:
+            self.watch.append(value)
         self._check_replayable(value)
         if value.source is not None and value not in self.mutated:
             self.mutated[value] = None
@@ -100,6 +106,8 @@ class SideEffects:
         """``generic``: the write is ``object.__setattr__``'s (or
         ``__delattr__``'s) under a class hook the trace already ran; it is
         replayed as that call, so the hook does not run twice."""
+        if self.watch is not None:
+            self.watch.append(obj)
         self._check_replayable(obj)
         self.attr_writes.setdefault(obj, {})[name] = value
         self.order[("attr", id(obj), name)] = None

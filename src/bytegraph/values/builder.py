@@ -33,6 +33,8 @@ from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValu
                       python_getattribute)
 from .lru_cache import LruCacheValue, is_lru_wrapper
 from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
+from .numpy_values import (NumpyFunctionValue, NumpyScalarTypeValue, is_numpy_callable, is_numpy_scalar,
+                           is_numpy_scalar_type)
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -181,6 +183,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None and t in REAL_ITERATOR_TYPES:
         # e.g. a for loop's iterator carried across a graph break
         return wrap_real_iterator(tx, obj, source)
+    if is_numpy_scalar(obj):
+        # np.float64(2.0): immutable; guarded by type and bits (NaN, -0.0)
+        if source is not None:
+            return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
+        return ConstantValue(obj)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -359,6 +366,8 @@ def wrap_callable_or_object(tx, obj, source):
     handler = builtin_handler(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
+    if is_numpy_callable(obj):
+        return NumpyFunctionValue(obj, source)
     if t is types.FunctionType:
         if _is_torch_function(obj):
             return TorchFunctionValue(obj, source)
@@ -390,6 +399,8 @@ def wrap_callable_or_object(tx, obj, source):
         if obj is torch.autocast:
             from .contexts import AutocastClassValue
             return AutocastClassValue(obj, source)
+        if is_numpy_scalar_type(obj):
+            return NumpyScalarTypeValue(obj, source)
         if obj is torch.finfo or obj is torch.iinfo:  # called at trace time (TORCH_SPECIAL)
             return TorchFunctionValue(obj, source)
         return ClassValue(obj, source)
@@ -568,9 +579,9 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
     from ..resume import UNBOUND
     if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
-    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES):
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
         return ConstantValue(obj)
-    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):

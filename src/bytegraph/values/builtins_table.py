@@ -173,6 +173,9 @@ def _print(tx, args, kwargs):
 def _scalar_type(fn):
     def handler(tx, args, kwargs):
         if args and isinstance(args[0], TensorValue):
+            if fn in (float, int, bool) and len(args) == 1 and not kwargs:
+                from .scalar_outputs import tensor_to_python
+                return tensor_to_python(tx, args[0], fn.__name__)
             raise Unsupported(f"{fn.__name__}() of a tensor reads its value", kind="data_dependent",
                               hint="keep the value as a tensor")
         if len(args) == 1 and not kwargs and isinstance(args[0], SymIntValue):
@@ -319,10 +322,8 @@ def _constant_fn(fn):
                               kind="data_dependent", hint="use the torch equivalent")
         if not (all_constant(args) and all_constant(kwargs.values())):
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of non-constant arguments", kind="unsupported_builtin")
-        try:
-            out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-        except Exception as e:
-            tx.raise_python_exception(e)
+        from .numpy_values import fold_call
+        out = fold_call(tx, fn, [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()})
         from .builder import wrap_derived_constant
         return wrap_derived_constant(tx, out, getattr(fn, "__name__", "fn"))
     return handler

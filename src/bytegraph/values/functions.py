@@ -18,7 +18,9 @@ from .base import Value
 from .cells import CellValue
 from .constants import ConstantValue, const
 from .containers import DictValue, TupleValue, str_key
+from .autograd_function import FUNCTION_APPLY, call_autograd_function
 from .contexts import CONTEXTMANAGER_HELPER_CODE, GeneratorContextValue
+from .objects import ClassValue
 
 
 def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kwargs: Dict[str, Value],
@@ -172,6 +174,10 @@ class UserFunctionValue(Value):
             from .modules import NNModuleValue, call_module
             if isinstance(args[0], NNModuleValue):
                 return call_module(tx, args[0], list(args[1:]), kwargs)
+        if fn is FUNCTION_APPLY and args and isinstance(args[0], ClassValue) \
+                and issubclass(args[0].cls, torch.autograd.Function):
+            # MyFn.apply(...): one node calling the real apply (see autograd_function)
+            return call_autograd_function(tx, args[0], list(args[1:]), kwargs)
         bound = self.bind(tx, args, kwargs)
         return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__,
                               (self, list(args), dict(kwargs)))
