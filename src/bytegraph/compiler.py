@@ -94,6 +94,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     emitter = states = None
     trace = Trace(fn, policy, backend_name)
     failure = None
+    break_guards: tuple = ()
     try:
         result = trace.run(args, kwargs)
     except UserException:
@@ -104,6 +105,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         # (its traceback holds this frame, which holds it: a cycle that would
         # keep the trace, and every user object it met, alive until a gc)
         failure = e.with_traceback(None)
+        break_guards = e.recompile_guards
     while True:
         if failure is not None:
             # (outside the except block: nothing the retraces do may see
@@ -157,6 +159,10 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         emit("break", plan.record)
 
     graph = trace.graph
+    if plan is not None:
+        # (only a trigger to recompile: the break path itself runs the construct natively)
+        for g in break_guards:
+            trace.guards.add(g)
     _add_trace_wide_guards(trace, fn, closure_param)
     has_graph = graph.op_count > 0 or bool(tensors)
     if not has_graph and plan is None and not config.force_transform:

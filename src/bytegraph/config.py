@@ -38,3 +38,11 @@ max_trace_steps: int = 300_000
 #: is built (one C++ call for all tensors instead of six attribute reads each).
 #: ``BYTEGRAPH_NATIVE_GUARDS=0`` turns it off; guards then use Python conditions.
 native_guards: bool = os.environ.get("BYTEGRAPH_NATIVE_GUARDS", "1") != "0"
+
+#: Model ``t.item()``, ``t.tolist()``, ``float(t)``, ``int(t)`` and ``bool(t)``
+#: as symbolic numbers computed by the graph (unbacked symbols of the shape
+#: environment, as torch.compile's ``capture_scalar_outputs``): Python
+#: arithmetic on them and tensor operations that take them stay in the graph.
+#: Branching on one (``if t.item() > 0``) still breaks there: its value is
+#: unknown while tracing.  Off: each such read is a graph break.
+capture_scalar_outputs: bool = False

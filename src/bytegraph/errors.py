@@ -80,6 +80,10 @@ class Unsupported(BytegraphError):
         self.explanation = explanation
         self.hint = hint
         self.location: Optional[UserLocation] = None
+        #: guards that hold while the construct stays unsupported (a cache miss
+        #: that a later call would see as a hit): the entry that breaks here
+        #: keeps them, so a later call that could be captured recompiles
+        self.recompile_guards: tuple = ()
 
     def record(self) -> BreakRecord:
         return BreakRecord(self.kind, self.explanation, self.location, self.hint)

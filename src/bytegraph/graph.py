@@ -68,7 +68,10 @@ class OutputGraph:
             # Ops whose output size depends on data (nonzero, masked_select) break
             # the graph: their unbacked sizes are not bound to graph values, and a
             # backend that retraces (aot_eager, inductor) fails on them.
-            self._shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
+            # ``item()`` is an unbacked number only when asked for (config.capture_scalar_outputs)
+            from . import config
+            self._shape_env = ShapeEnv(allow_dynamic_output_shape_ops=False,
+                                       allow_scalar_outputs=config.capture_scalar_outputs)
         return self._shape_env
 
     @property

@@ -53,6 +53,8 @@ _PRIORITY = {
     "ALIAS": 6,
     "NO_STORAGE_OVERLAP": 6,
     "NOT_IN_GLOBALS": 7,
+    "LRU_CACHED": 7,
+    "LRU_UNCACHED": 7,
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
@@ -163,6 +165,14 @@ class Guard:
             return "the function's __code__ is the one traced"
         if k == "AUTOCAST_DEFAULTS":
             return f"(torch.get_autocast_dtype({e[0]!r}), torch.is_autocast_cache_enabled()) == {e[1:]}"
+        if k == "LRU_CACHED":
+            pos, kw, _ = e
+            args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
+            return f"{src}({args}) is a hit returning the object traced with"
+        if k == "LRU_UNCACHED":
+            pos, kw = e
+            args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
+            return f"{src}({args}) is not a hit the trace can use"
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":
@@ -256,10 +266,29 @@ def autocast_state():
     return tuple(enabled), torch.is_autocast_cache_enabled()
 
 
+def _name_of(obj) -> Optional[str]:
+    """``obj``'s qualified name, read only where reading it runs no program
+    code (a ``getattr`` on any object could call its class's or its module's
+    ``__getattr__``): classes, functions, builtins and modules."""
+    t = type(obj)
+    try:
+        if issubclass(t, type):
+            return type.__dict__["__qualname__"].__get__(obj)
+        if t in (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                 types.WrapperDescriptorType, types.MethodWrapperType):
+            return obj.__qualname__
+        if t is types.ModuleType:
+            name = obj.__dict__.get("__name__")
+            return name if type(name) is str else None
+    except Exception:
+        return None
+    return None
+
+
 def _short(obj) -> str:
     if isinstance(obj, _Forgotten):
         return f"<{obj.type_name} {obj.__qualname__}>"
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    name = _name_of(obj)
     if name:
         return f"<{type(obj).__name__} {name}>"
     return f"<{type(obj).__name__} at {id(obj):#x}>"
@@ -344,13 +373,8 @@ class CompiledGuard:
         env = self._env(args, kwargs)
         if env is None:
             return shapes, ints
-        for setup, _cond, guard, value_var in self._lines[:wanted[-1] + 1]:
-            try:
-                for var, expr in setup:
-                    env[var] = eval(expr, env)
-                value = env.get(value_var) if value_var else None
-            except Exception:
-                continue
+        for guard, value_var in _read_lines(self._lines[:wanted[-1] + 1], env):
+            value = env.get(value_var) if value_var else None
             if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
                 shapes[guard.source.name()] = tuple(value.shape)
             elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(guard.source) \
@@ -366,12 +390,7 @@ class CompiledGuard:
         out: List[str] = []
         if env is None:
             return out
-        for setup, _cond, guard, value_var in self._lines:
-            try:
-                for var, expr in setup:
-                    env[var] = eval(expr, env)
-            except Exception:
-                continue
+        for guard, value_var in _read_lines(self._lines, env):
             src = guard.source
             if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
                     and env.get(value_var) != guard.expected:
@@ -392,6 +411,44 @@ class CompiledGuard:
             except Exception as e:  # the guard function treats errors as failure too
                 return f"{guard.describe()} (raised {type(e).__name__}: {e})"
         return None
+
+
+#: guards that establish what an object is; reads below a failing one are not made
+_WHAT_IT_IS = ("TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH")
+
+
+def _read_lines(lines, env):
+    """Evaluate the setups of guard ``lines`` in ``env`` (slow paths that
+    read every line rather than stop at the first failing one), yielding
+    ``(guard, value_var)`` for each line read.  Nothing is read below an
+    object whose type or identity check failed, nor below a read that
+    raised: ``obj.name`` on an object of another class than the trace saw
+    may run that class's own ``__getattribute__``, property or ``__getattr__``
+    -- the program's code, which a guard must never run."""
+    import re
+    blocked: set = set()
+
+    def reads_blocked(expr):
+        return any(re.search(rf"(?<![\w.]){re.escape(v)}\b", expr) for v in blocked)
+
+    for setup, cond, guard, value_var in lines:
+        if blocked and any(reads_blocked(expr) for _, expr in setup):
+            blocked.update(var for var, _ in setup)
+            continue
+        try:
+            for var, expr in setup:
+                env[var] = eval(expr, env)
+        except Exception:
+            blocked.update(var for var, _ in setup)
+            continue
+        if guard.kind in _WHAT_IT_IS and value_var is not None:
+            try:
+                ok = bool(eval(cond, env))
+            except Exception:
+                ok = False
+            if not ok:
+                blocked.add(value_var)
+        yield guard, value_var
 
 
 _NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)
@@ -489,7 +546,7 @@ class _Forgotten:
     __slots__ = ("__qualname__", "type_name")
 
     def __init__(self, obj):
-        self.__qualname__ = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or f"{id(obj):#x}"
+        self.__qualname__ = _name_of(obj) or f"{id(obj):#x}"
         self.type_name = type(obj).__name__
 
 
@@ -743,9 +800,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
             # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
             # compare these two floats by their bits
             return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
-        if type(v).__module__ == "numpy" and hasattr(v, "tobytes"):
-            # a numpy scalar: its bits (NaN equals nothing, -0.0 == 0.0)
-            return f"type({e}) is {bind(type(v))} and {e}.tobytes() == {bind(v.tobytes())}"
+        if type(v).__module__ == "numpy":
+            # a NumPy scalar: its exact bits (NaN, -0.0), by type
+            return f"type({e}) is {bind(type(v))} and {e}.tobytes() == {v.tobytes()!r}"
         if type(v) in (tuple, frozenset) and _has_numbers(v):
             # (1,) == (True,): the items' types too
             return f"type({e}) is {bind(type(v))} and {e} == {bind(v)} and {bind(typed)}({e}) == {bind(typed(v))}"
@@ -789,6 +846,14 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
+    if k == "LRU_CACHED":
+        from .values.lru_cache import lru_guard_holds
+        pos, kw, result = g.expected
+        return f"{bind(lru_guard_holds)}({e}, {bind(pos)}, {bind(kw)}, {bind(result)})"
+    if k == "LRU_UNCACHED":
+        from .values.lru_cache import lru_still_missing
+        pos, kw = g.expected
+        return f"{bind(lru_still_missing)}({e}, {bind(pos)}, {bind(kw)})"
     if k == "NO_STORAGE_OVERLAP":
         exprs = [e] + [expr_of(s, setup) for s in g.others]
         return f"{bind(storages_disjoint)}({', '.join(exprs)})"

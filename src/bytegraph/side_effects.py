@@ -29,6 +29,8 @@ class SideEffects:
         #: the trace's guards (aliasing of cells reached two ways is guarded here)
         self.guards = guards
         self._existing: Dict[int, Value] = {}
+        #: ids of pre-existing values tracked without a source (see _check_replayable)
+        self._sourceless: set = set()
         self._keepalive: List[object] = []
         #: pre-existing values whose state changed, in first-mutation order
         self.mutated: Dict[Value, None] = {}
@@ -48,6 +50,10 @@ class SideEffects:
         self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
         #: library calls whose only effect is on objects no traced code reads, run in order after the graph
         self.deferred_calls: List[Tuple[object, List[Value]]] = []
+        #: while code is traced only to check it (an autograd Function's
+        #: forward), every value it mutates or sets an attribute on, with a
+        #: source or not (see autograd_function._Sandbox)
+        self.watch: Optional[List[Value]] = None
 
     # -- identity ------------------------------------------------------------
     def existing(self, obj) -> Optional[Value]:
@@ -60,6 +66,16 @@ class SideEffects:
     def track_existing(self, obj, value: Value) -> None:
         self._existing[id(obj)] = value
         self._keepalive.append(obj)
+        if value.source is None:
+            self._sourceless.add(id(value))
+
+    def _check_replayable(self, value: Value) -> None:
+        """A pre-existing object met without a source cannot be reached by
+        the replay: changing it in the trace would be lost."""
+        if id(value) in self._sourceless and value.source is None:
+            from .errors import Unsupported
+            raise Unsupported(f"changing a pre-existing {value.type_name()} reached without a source",
+                              kind="unsupported_mutation")
 
     def cell_for(self, real_cell, name: str, source: Optional[Source]) -> CellValue:
         """The one :class:`CellValue` for a pre-existing cell object (C1)."""
@@ -79,6 +95,9 @@ class SideEffects:
     # -- mutations -------------------------------------------------------------
     def mutate(self, value: Value) -> None:
         """Note that ``value``'s state changes; only pre-existing objects need replay."""
+        if self.watch is not None:
+            self.watch.append(value)
+        self._check_replayable(value)
         if value.source is not None and value not in self.mutated:
             self.mutated[value] = None
             self.order[("state", id(value))] = None
@@ -87,6 +106,9 @@ class SideEffects:
         """``generic``: the write is ``object.__setattr__``'s (or
         ``__delattr__``'s) under a class hook the trace already ran; it is
         replayed as that call, so the hook does not run twice."""
+        if self.watch is not None:
+            self.watch.append(obj)
+        self._check_replayable(obj)
         self.attr_writes.setdefault(obj, {})[name] = value
         self.order[("attr", id(obj), name)] = None
         from .values.objects import DELETED

@@ -219,6 +219,61 @@ class AttrSource(Source):
         cg.emit("LOAD_ATTR", self.attr)
 
 
+class TypeSource(Source):
+    """``type(base)``: the class the interpreter looks special methods and
+    the generic attribute protocol up on.  Unlike ``base.__class__`` it never
+    runs the class's own ``__getattribute__``."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Source):
+        self.base = base
+
+    def _key(self):
+        return (self.base,)
+
+    def guard_expr(self, base_expr, bind):
+        return f"{bind(type)}({base_expr})"
+
+    def name(self):
+        return f"type({self.base.name()})"
+
+    def emit_load(self, cg):
+        cg.push_callable(type)
+        self.base.emit_load(cg)
+        cg.call(1)
+
+
+class GenericAttrSource(Source):
+    """``object.__getattribute__(base, attr)``: the attribute as the generic
+    protocol finds it (data descriptor of the class, instance dict, class
+    attribute), without the class's own ``__getattribute__`` or
+    ``__getattr__``.  It is the source of what a trace read through that
+    generic path on an object whose class has such hooks: ``base.attr`` would
+    run the program's hook in every guard check and every reload."""
+
+    __slots__ = ("base", "attr")
+
+    def __init__(self, base: Source, attr: str):
+        self.base = base
+        self.attr = attr
+
+    def _key(self):
+        return (self.base, self.attr)
+
+    def guard_expr(self, base_expr, bind):
+        return f"{bind(object.__getattribute__)}({base_expr}, {self.attr!r})"
+
+    def name(self):
+        return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
+
+    def emit_load(self, cg):
+        cg.push_callable(object.__getattribute__)
+        self.base.emit_load(cg)
+        cg.load_object(self.attr)
+        cg.call(2)
+
+
 class ItemSource(Source):
     """``base[key]`` for a constant key (int, str, ...)."""
 

@@ -12,7 +12,7 @@ import types
 import torch
 
 from ..errors import Unsupported, UserException
-from ..sources import AttrSource, ObjectSource
+from ..sources import AttrSource, ObjectSource, TypeSource
 from ..values.constants import NONE, const, is_none
 from ..values.containers import IteratorValue
 from ..values.contexts import AutocastValue, GeneratorContextExitValue, GeneratorContextValue
@@ -29,7 +29,7 @@ _NATIVE_CONTEXTS = (torch.inference_mode,)
 
 def _class_attr_value(tx, obj, cls: type, name: str, fn):
     """The function ``cls.name`` as a value, read through the object's class where it has a source."""
-    src = AttrSource(AttrSource(obj.source, "__class__"), name) if obj.source is not None else \
+    src = AttrSource(TypeSource(obj.source), name) if obj.source is not None else \
         AttrSource(ObjectSource(cls, cls.__qualname__), name)
     return tx.wrap(fn, src)
 

@@ -31,7 +31,10 @@ from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTuple
 from .functions import BuiltinValue, UserFunctionValue
 from .objects import (ClassValue, OpaqueValue, PythonModuleValue, UserObjectValue, intercepts_attribute_reads,
                       python_getattribute)
+from .lru_cache import LruCacheValue, is_lru_wrapper
 from .real_iterators import REAL_ITERATOR_TYPES, wrap_real_iterator
+from .numpy_values import (NumpyFunctionValue, NumpyScalarTypeValue, is_numpy_callable, is_numpy_scalar,
+                           is_numpy_scalar_type)
 from .tensors import TensorFunctionValueTypes, TensorValue, TorchFunctionValue
 
 # Immutable torch objects compared by value (guarded by equality).
@@ -180,6 +183,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if source is not None and t in REAL_ITERATOR_TYPES:
         # e.g. a for loop's iterator carried across a graph break
         return wrap_real_iterator(tx, obj, source)
+    if is_numpy_scalar(obj):
+        # np.float64(2.0): immutable; guarded by type and bits (NaN, -0.0)
+        if source is not None:
+            return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
+        return ConstantValue(obj)
     if isinstance(obj, _TORCH_CONSTANT_TYPES) or isinstance(obj, enum.Enum):
         if source is not None:
             guards.add(Guard("CONSTANT_MATCH", source, obj) if not isinstance(obj, enum.Enum)
@@ -368,6 +376,8 @@ def wrap_callable_or_object(tx, obj, source):
     handler = builtin_handler(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
+    if is_numpy_callable(obj):
+        return NumpyFunctionValue(obj, source)
     if t is types.FunctionType:
         if _is_torch_function(obj):
             return TorchFunctionValue(obj, source)
@@ -376,6 +386,15 @@ def wrap_callable_or_object(tx, obj, source):
             name = getattr(obj, "__qualname__", "function")
             return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable",
                                "compiler_disable", "the call runs natively between graphs, as requested")
+        if _inference_mode_decorated(obj):
+            # inference_mode is not modelled: the whole decorated call runs
+            # natively (one break, not one at each step of the decorator)
+            name = getattr(obj, "__qualname__", "function")
+            return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.inference_mode",
+                               "unsupported_context", "inference_mode is not supported yet; use torch.no_grad()")
+        from .logging_calls import LEVEL_METHODS, LoggerLevelMethodValue
+        if obj in LEVEL_METHODS.values():
+            return LoggerLevelMethodValue(obj, source)
         skipped = _skipped_module(obj)
         if skipped is not None:
             kind, hint = skipped
@@ -390,6 +409,8 @@ def wrap_callable_or_object(tx, obj, source):
         if obj is torch.autocast:
             from .contexts import AutocastClassValue
             return AutocastClassValue(obj, source)
+        if is_numpy_scalar_type(obj):
+            return NumpyScalarTypeValue(obj, source)
         if obj is torch.finfo or obj is torch.iinfo:  # called at trace time (TORCH_SPECIAL)
             return TorchFunctionValue(obj, source)
         return ClassValue(obj, source)
@@ -410,9 +431,17 @@ def wrap_callable_or_object(tx, obj, source):
         value = NNModuleValue(obj, source)
         tx.side_effects.track_existing(obj, value)
         return value
+    if source is not None and is_lru_wrapper(obj):
+        # identity-guarded (the else branch of wrap's guard choice): its cache is per object
+        value = LruCacheValue(obj, source, tx.guards)
+        tx.side_effects.track_existing(obj, value)
+        return value
     if source is None:
         return OpaqueValue(obj, None, f"object of type {t.__name__} created outside the trace",
                            "unsupported_object", "")
+    # its class decides every lookup the trace makes on it, and whether a
+    # guard's ``obj.name`` runs the program's hooks: checked before any of them
+    tx.guards.add(Guard("TYPE_MATCH", source, t))
     value = UserObjectValue(obj, source, tx.guards)
     tx.side_effects.track_existing(obj, value)
     return value
@@ -450,9 +479,12 @@ def _wrap_partial(tx, obj, source):
     from .functions import PartialValue
     tx.guards.add(Guard("TYPE_MATCH", source, functools.partial))
     fn = wrap(tx, obj.func, AttrSource(source, "func"))
-    args = wrap(tx, obj.args, AttrSource(source, "args")).unpack(tx)
+    args_value = wrap(tx, obj.args, AttrSource(source, "args"))
     kw = wrap(tx, obj.keywords, AttrSource(source, "keywords"))
-    value = PartialValue(fn, args, {k.as_constant(): v for k, v in kw.entries.values()})
+    from .containers import DictValue
+    if type(kw) is not DictValue:
+        raise Unsupported("a functools.partial whose keywords dict is not modelled", kind="unsupported_object")
+    value = PartialValue(fn, args_value.unpack(tx), {}, args_value=args_value, keywords=kw)
     value.source = source
     return value
 
@@ -499,13 +531,29 @@ _SKIPPED_PREFIXES = ("contextlib", "threading", "multiprocessing", "subprocess",
 #: and sets them on the class, some fifty graph breaks per class; it runs
 #: natively as one call.  The helpers that read an instance are inlined.)
 _INLINED_LIBRARY_CLASSES = {
-    "contextlib": ("nullcontext.", "suppress."),
+    "contextlib": ("nullcontext.", "suppress.", "closing."),
     "dataclasses": ("fields", "asdict", "astuple", "_asdict_inner", "_astuple_inner", "replace",
                     "is_dataclass", "_is_dataclass_instance"),
 }
 
 
+def _inference_mode_decorated(fn: types.FunctionType) -> bool:
+    """``fn`` is torch's ``decorate_context`` wrapper of an ``@torch.inference_mode()``
+    function (its ``ctx_factory`` cell holds the mode's ``clone``)."""
+    code = fn.__code__
+    if code.co_name != "decorate_context" or "ctx_factory" not in code.co_freevars or fn.__closure__ is None:
+        return False
+    try:
+        factory = fn.__closure__[code.co_freevars.index("ctx_factory")].cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return isinstance(getattr(factory, "__self__", None), torch.inference_mode)
+
+
 def _skipped_module(fn):
+    if fn is collections.namedtuple:
+        # a new class on every call (eager identity): run natively, as one call
+        return ("unsupported_library", "collections.namedtuple makes a new class on every call: it runs natively")
     mod = getattr(fn, "__module__", None) or ""
     if getattr(fn, "__qualname__", "").startswith(_INLINED_LIBRARY_CLASSES.get(mod, ())):
         return None
@@ -543,7 +591,7 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
         return ConstantValue(obj)
     if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
         return ConstantValue(obj)
-    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES for o in obj):
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):

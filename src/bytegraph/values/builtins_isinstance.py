@@ -143,6 +143,9 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
             _check_abc_is_pure(tx, t, cls)
         if isinstance(obj, ConstantValue):
             return _constant_isinstance(tx, obj.value, cls)
+        if _checker_reads(tx, obj, t, cls):
+            # (ABCMeta's check got type(obj) from obj.__class__: it asks about that class only)
+            return _type_check(tx, t, cls, obj, class_read=True)
         return _type_check(tx, t, cls)
     if checker is not None:
         return checker.call(tx, [obj], {}).truth(tx)
@@ -152,7 +155,40 @@ def _instance_check(tx, obj: Value, cls_value: Value) -> bool:
         raise Unsupported(f"isinstance() against a {type(cls).__name__}", kind="unsupported_builtin")
     if isinstance(obj, ConstantValue):
         return _constant_isinstance(tx, obj.value, cls)
-    return _type_check(tx, t, cls)
+    return _type_check(tx, t, cls, obj)
+
+
+def _checker_reads(tx, obj: Value, t: type, cls) -> bool:
+    """The attribute reads of a trace-time checker, when the object's class
+    hooks them: ``ABCMeta.__instancecheck__`` reads ``obj.__class__`` first
+    (run in the trace, which must find ``type(obj)``); typing's protocol
+    checks also ask ``hasattr`` for each member, which a hook answers --
+    not modelled."""
+    from .objects import has_attribute_hooks, special_lookup
+    reads_class = special_lookup(t, "__getattribute__") not in _GENERIC_GETATTRIBUTE or \
+        special_lookup(t, "__class__") is not object.__dict__["__class__"]
+    if not reads_class and not has_attribute_hooks(t):
+        return False
+    module = getattr(special_lookup(type(cls), "__instancecheck__"), "__module__", None)
+    if module not in ("abc", "_py_abc"):
+        raise Unsupported(f"isinstance() of a {t.__name__}, whose class hooks attribute reads, against "
+                          f"{getattr(cls, '__qualname__', cls)}", kind="unsupported_builtin")
+    if reads_class:
+        icls = _traced_class_attr(tx, obj, t)
+        if not (icls.is_constant() and icls.as_constant() is t):
+            raise Unsupported(f"isinstance() of a {t.__name__} whose __class__ is not its type against an ABC",
+                              kind="unsupported_builtin")
+    return reads_class
+
+
+def _traced_class_attr(tx, obj: Value, t: type) -> Value:
+    """``obj.__class__`` run in the trace, when the class's own
+    ``__getattribute__`` is a Python function the tracer runs."""
+    from .modules import NewObjectValue
+    from .objects import UserObjectValue, python_getattribute
+    if type(obj) not in (UserObjectValue, NewObjectValue) or python_getattribute(t) is None:
+        raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
+    return obj.get_attr(tx, "__class__")
 
 
 def _constant_isinstance(tx, value, cls) -> bool:
@@ -191,20 +227,41 @@ def _has_bases(tx, v: Value) -> bool:
     return issubclass(bases.python_type(), tuple)
 
 
-def _type_check(tx, t: type, cls) -> bool:
+def _type_check(tx, t: type, cls, obj: Value = None, class_read: bool = False) -> bool:
     """``isinstance`` by the object's type ``t``.  When that says no, Python
-    also checks ``obj.__class__`` if it is not ``type(obj)`` (a proxy): not modelled."""
+    also reads ``obj.__class__`` (given ``obj``, that read runs in the trace,
+    and a class other than ``t`` is checked by its MRO; an AttributeError
+    means no) -- unless the checker read it already (``class_read``)."""
     try:
         if issubclass(t, cls):
             return True
     except TypeError as e:
         tx.raise_python_exception(e)
+    if class_read:
+        return False
     from .objects import special_lookup
     if special_lookup(t, "__class__") is not object.__dict__["__class__"] or \
             special_lookup(t, "__getattribute__") not in _GENERIC_GETATTRIBUTE:
         # (looked up in the class dicts: ``int.__getattribute__`` is a fresh
         # wrapper object on every access, never ``object``'s by identity)
-        raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__", kind="unsupported_builtin")
+        if obj is None or not isinstance(cls, type):
+            raise Unsupported(f"isinstance() of a {t.__name__} that overrides __class__",
+                              kind="unsupported_builtin")
+        try:
+            icls = _traced_class_attr(tx, obj, t)
+        except UserException as e:
+            if issubclass(e.value.python_type(), AttributeError):
+                return False
+            raise
+        if not icls.is_constant():
+            if issubclass(icls.python_type(), type):
+                raise Unsupported("isinstance() of an object whose __class__ is not known",
+                                  kind="unsupported_builtin")
+            return False  # not a class: ignored
+        k = icls.as_constant()
+        if k is t or not isinstance(k, type):
+            return False
+        return cls in type.__dict__["__mro__"].__get__(k)  # (the MRO only, no __subclasscheck__)
     return False
 
 

@@ -175,6 +175,9 @@ def _print(tx, args, kwargs):
 def _scalar_type(fn):
     def handler(tx, args, kwargs):
         if args and isinstance(args[0], TensorValue):
+            if fn in (float, int, bool) and len(args) == 1 and not kwargs:
+                from .scalar_outputs import tensor_to_python
+                return tensor_to_python(tx, args[0], fn.__name__)
             raise Unsupported(f"{fn.__name__}() of a tensor reads its value", kind="data_dependent",
                               hint="keep the value as a tensor")
         if len(args) == 1 and not kwargs and isinstance(args[0], SymIntValue):
@@ -260,6 +263,24 @@ def _dict(tx, args, kwargs, cls=dict):
     return out
 
 
+def _dict_fromkeys(tx, args, kwargs):
+    """``dict.fromkeys(iterable, value=None)``: ``d[key] = value`` for each
+    key in iteration order (every key shares the one value object)."""
+    if kwargs or not 1 <= len(args) <= 2:
+        try:
+            dict.fromkeys(*[()] * len(args), **{k: None for k in kwargs})
+        except TypeError as e:
+            tx.raise_python_exception(e)
+    if type(args[0]) is SetValue:
+        # (a set's iteration order is its hash table's)
+        raise Unsupported("dict.fromkeys of a set", kind="unsupported_call")
+    value = args[1] if len(args) == 2 else NONE
+    out = DictValue()
+    for key in _iter_items(tx, args[0]):
+        setitem(tx, out, key, value)
+    return out
+
+
 def _dict_subclass(cls):
     def handler(tx, args, kwargs):
         if cls is collections.defaultdict:
@@ -303,10 +324,8 @@ def _constant_fn(fn):
                               kind="data_dependent", hint="use the torch equivalent")
         if not (all_constant(args) and all_constant(kwargs.values())):
             raise Unsupported(f"{getattr(fn, '__name__', fn)}() of non-constant arguments", kind="unsupported_builtin")
-        try:
-            out = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-        except Exception as e:
-            tx.raise_python_exception(e)
+        from .numpy_values import fold_call
+        out = fold_call(tx, fn, [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()})
         from .builder import wrap_derived_constant
         return wrap_derived_constant(tx, out, getattr(fn, "__name__", "fn"))
     return handler
@@ -380,7 +399,16 @@ def _wraps(tx, args, kwargs):
 
 def _partial(tx, args, kwargs):
     from .functions import PartialValue
-    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+    if not args:
+        tx.raise_python_exception(TypeError("type 'partial' takes at least one argument"))
+    func = args[0]
+    if type(func) is PartialValue:
+        # partial(partial(f, a), b) is partial(f, a, b) (CPython flattens one
+        # whose instance dict was never made; a traced one has none)
+        if func.source is None and not func.exposed:
+            return PartialValue(func.func, func.args + list(args[1:]), {**func._kwargs(), **kwargs})
+        return PartialValue(func, list(args[1:]), dict(kwargs), opaque_parts=True)
+    return PartialValue(func, list(args[1:]), dict(kwargs))
 
 
 class GradModeClassValue(ClassValue):
@@ -590,6 +618,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
     operator.invert: _operator_unary(operator.invert), operator.inv: _operator_unary(operator.inv),
     operator.abs: _abs,
     operator.index: _constant_fn(operator.index),
+    dict.fromkeys: _dict_fromkeys,
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)

@@ -360,8 +360,8 @@ def object_getstate(tx, x: Value, required: bool) -> Value:
 def _existing_dict_state(tx, x) -> dict:
     """The current instance dict of a pre-existing object: the real entries
     (their key set guarded) with the trace's pending writes applied."""
-    from ..sources import AttrSource
-    from .objects import DELETED, _instance_dict
+    from ..sources import ItemSource
+    from .objects import DELETED, _instance_dict, instance_dict_source
     se = tx.side_effects
     inst = _instance_dict(x.obj)
     if inst is None:
@@ -372,11 +372,13 @@ def _existing_dict_state(tx, x) -> dict:
     if any((id(x), n) in se.deleted_attrs for n in writes):
         # a deleted and re-added attribute moves to the end of the real dict
         raise _unsupported(f"copying a {type(x.obj).__name__} after deleting one of its attributes")
-    tx.guards.add(Guard("DICT_KEYS", AttrSource(x.source, "__dict__"), tuple(inst)))
+    dict_src = instance_dict_source(x.source, type(x.obj))
+    tx.guards.add(Guard("DICT_KEYS", dict_src, tuple(inst)))
     out = {}
     for name in inst:
         pending = writes.get(name)
-        out[name] = pending if pending is not None else tx.wrap(inst[name], AttrSource(x.source, name))
+        # the entry itself: ``x.name`` may find a data descriptor of the class, or run its hooks
+        out[name] = pending if pending is not None else tx.wrap(inst[name], ItemSource(dict_src, name))
     for name, value in writes.items():
         if name not in inst and value is not DELETED:
             out[name] = value

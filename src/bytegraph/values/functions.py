@@ -18,7 +18,9 @@ from .base import Value
 from .cells import CellValue
 from .constants import ConstantValue, const
 from .containers import DictValue, TupleValue, str_key
+from .autograd_function import FUNCTION_APPLY, call_autograd_function
 from .contexts import CONTEXTMANAGER_HELPER_CODE, GeneratorContextValue
+from .objects import ClassValue
 
 
 def bind_arguments(tx, code: types.CodeType, fn_name: str, args: List[Value], kwargs: Dict[str, Value],
@@ -172,6 +174,10 @@ class UserFunctionValue(Value):
             from .modules import NNModuleValue, call_module
             if isinstance(args[0], NNModuleValue):
                 return call_module(tx, args[0], list(args[1:]), kwargs)
+        if fn is FUNCTION_APPLY and args and isinstance(args[0], ClassValue) \
+                and issubclass(args[0].cls, torch.autograd.Function):
+            # MyFn.apply(...): one node calling the real apply (see autograd_function)
+            return call_autograd_function(tx, args[0], list(args[1:]), kwargs)
         bound = self.bind(tx, args, kwargs)
         return tx.inline_call(fn.__code__, fn.__globals__, self.closure_cells(tx), bound, fn.__name__,
                               (self, list(args), dict(kwargs)))
@@ -477,36 +483,75 @@ class BuiltinValue(Value):
 
 
 class PartialValue(Value):
-    """``functools.partial(fn, *args, **kwargs)`` created during tracing."""
+    """A ``functools.partial`` object: made during tracing, or pre-existing
+    (``source`` set; its ``args`` tuple and ``keywords`` dict are then the
+    wrapped real ones, so their identity holds and a write to ``p.keywords``
+    changes what a later call passes, as in CPython).
 
-    __slots__ = ("func", "args", "kwargs")
+    A partial made in the trace keeps its parts as values; ``p.args`` and
+    ``p.keywords`` of it are its own objects (one each), so once read it
+    cannot be rebuilt after the graph (``partial(...)`` would make new ones).
+    """
 
-    def __init__(self, func: Value, args: List[Value], kwargs: Dict[str, Value]):
+    __slots__ = ("func", "args", "kwargs", "args_value", "keywords", "opaque_parts", "exposed")
+
+    def __init__(self, func: Value, args: List[Value], kwargs: Dict[str, Value], *, args_value=None,
+                 keywords=None, opaque_parts: bool = False):
         super().__init__()
         self.func = func
         self.args = args
         self.kwargs = kwargs
+        #: the ``args`` tuple as a value (pre-existing, or read once)
+        self.args_value = args_value
+        #: the ``keywords`` dict as a value (pre-existing, or read once): the call reads it
+        self.keywords = keywords
+        #: made from a pre-existing partial that CPython may have flattened into this one
+        self.opaque_parts = opaque_parts
+        self.exposed = False
 
     def python_type(self):
         return functools.partial
 
+    def _kwargs(self):
+        if self.keywords is None:
+            return self.kwargs
+        return {k.as_constant(): v for k, v in self.keywords.entries.values()}
+
     def call(self, tx, args, kwargs):
-        return self.func.call(tx, self.args + list(args), {**self.kwargs, **kwargs})
+        return self.func.call(tx, self.args + list(args), {**self._kwargs(), **kwargs})
 
     def get_attr(self, tx, name):
+        if name in ("func", "args", "keywords") and self.opaque_parts:
+            raise Unsupported(f"partial.{name} of a partial of a pre-existing partial", kind="unsupported_attribute")
         if name == "func":
             return self.func
         if name == "args":
-            return TupleValue(list(self.args))
+            if self.args_value is None:
+                self.args_value = TupleValue(list(self.args))
+                self.exposed = True
+            return self.args_value
+        if name == "keywords":
+            if self.keywords is None:
+                from .containers import DictValue
+                self.keywords = DictValue.from_pairs([(const(k), v) for k, v in self.kwargs.items()])
+                self.exposed = True
+            return self.keywords
         return super().get_attr(tx, name)
 
     def children(self):
-        return [self.func, *self.args, *self.kwargs.values()]
+        extra = [v for v in (self.args_value, self.keywords) if v is not None]
+        return [self.func, *self.args, *self.kwargs.values(), *extra]
 
     def reconstruct(self, cg):
+        if self.source is not None:
+            self.source.emit_load(cg)
+            return
+        if self.exposed:
+            raise Unsupported("a partial made in the trace whose args/keywords were read, after the graph",
+                              kind="unreconstructable", hint="the frame runs eagerly")
         cg.push_callable(functools.partial)
         cg.reconstruct(self.func)
-        cg.call_with(self.args, self.kwargs, leading=1)
+        cg.call_with(self.args, self._kwargs(), leading=1)
 
 
 class GetterValue(Value):

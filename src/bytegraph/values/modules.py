@@ -60,6 +60,9 @@ class NNModuleValue(UserObjectValue):
                     if isinstance(value, torch.Tensor) and dict_name != "_modules":
                         return tx.wrap_parameter(value, src)
                     return tx.wrap(value, src)
+            if special_lookup(cls, "__getattr__") is not torch.nn.Module.__dict__["__getattr__"]:
+                # the class's own __getattr__ (a wrapper forwarding to what it wraps)
+                raise Unsupported(f"{cls.__name__}.__getattr__ of an nn.Module", kind="unsupported_attribute")
             # absent everywhere now: the entry holds while it stays absent
             for dict_name in ("__dict__",) + tuple(d for d in _MODULE_DICTS if d in module.__dict__):
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, dict_name), (name, False)))
@@ -341,14 +344,18 @@ class NewObjectValue(Value):
         return not issubclass(self.cls, dict)
 
     def get_attr(self, tx, name):
+        if not self._python_hooks():
+            return self._getattribute(tx, name)
+        from .object_protocol import with_getattr_fallback
+        return with_getattr_fallback(tx, self, self.cls, name, lambda: self._getattribute(tx, name))
+
+    def _getattribute(self, tx, name):
+        """``type(obj).__getattribute__(obj, name)``."""
         hook = python_getattribute(self.cls) if self._python_hooks() else None
         if hook is not None:
             # ``type(obj).__getattribute__(obj, name)`` in the trace; its
             # ``super().__getattribute__`` comes back to generic_get_attr
             self._guard_lookup(tx, "__getattribute__")
-            if special_lookup(self.cls, "__getattr__") is not NO_ATTR:
-                raise Unsupported(f"{self.cls.__name__}.__getattribute__ with __getattr__",
-                                  kind="unsupported_attribute")
             owner = owner_of(self.cls, "__getattribute__")
             fn = tx.wrap(hook, AttrSource(ObjectSource(owner, owner.__qualname__), "__getattribute__"))
             return fn.call(tx, [self, const(name)], {})
@@ -399,8 +406,9 @@ class NewObjectValue(Value):
         if issubclass(self.cls, dict) and name in ("keys", "values", "items", "get", "__getitem__",
                                                    "__contains__", "to_tuple"):
             return _DictPartMethod(self, name)
-        if special_lookup(self.cls, "__getattr__") is not NO_ATTR:
+        if not self._python_hooks() and special_lookup(self.cls, "__getattr__") is not NO_ATTR:
             raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
+        # (a Python __getattr__ is the caller's fallback, see get_attr)
         self._guard_lookup(tx, "__getattr__")
         tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
 

@@ -54,6 +54,32 @@ def call_attr_hook(tx, receiver: Value, cls: type, name: str, args) -> bool:
     return True
 
 
+def with_getattr_fallback(tx, receiver: Value, cls: type, name: str, getattribute) -> Value:
+    """``receiver.name`` for an object of a Python class: ``getattribute()``
+    (the class's ``__getattribute__``, traced or modelled), then, when that
+    raises AttributeError, the class's ``__getattr__`` -- as CPython's slot
+    does it, dropping the first error.  Both run in the trace; the hook's
+    lookup is guarded."""
+    from ..errors import UserException
+    from ..sources import AttrSource, ObjectSource
+    from .objects import NO_ATTR, guard_class_lookup, owner_of, special_lookup
+    fallback = special_lookup(cls, "__getattr__")
+    if fallback is NO_ATTR:
+        return getattribute()
+    if not isinstance(fallback, types.FunctionType):
+        raise Unsupported(f"{cls.__qualname__}.__getattr__ is a {type(fallback).__name__}",
+                          kind="unsupported_attribute")
+    try:
+        return getattribute()
+    except UserException as e:
+        if not issubclass(e.value.python_type(), AttributeError):
+            raise
+    owner = owner_of(cls, "__getattr__")
+    guard_class_lookup(tx, cls, "__getattr__", owner)
+    fn = tx.wrap(fallback, AttrSource(ObjectSource(owner, owner.__qualname__), "__getattr__"))
+    return fn.call(tx, [receiver, const(name)], {})
+
+
 def is_user_instance(v: Value) -> bool:
     """A value whose attribute state bytegraph models per name (an object of a
     Python class, pre-existing or made in the trace)."""

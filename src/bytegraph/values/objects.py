@@ -11,7 +11,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
-from ..sources import AttrSource, ItemSource, ObjectSource
+from ..sources import AttrSource, GenericAttrSource, ItemSource, ObjectSource, TypeSource
 from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const, is_none
 from .exceptions import ExceptionValue  # noqa: F401 - re-exported
@@ -55,12 +55,54 @@ class PythonModuleValue(Value):
                 tx.raise_python_exception(AttributeError(
                     f"module '{self.module.__name__}' has no attribute '{name}'"))
             return pending
+        hooked = self._absent_with_hook(tx, name)
+        if hooked is not None:
+            return hooked
         try:
             attr = getattr(self.module, name)
         except AttributeError as e:
             tx.raise_python_exception(e)
         src = AttrSource(self.source, name) if self.source is not None else None
         return tx.wrap(attr, src)
+
+    def _absent_with_hook(self, tx, name) -> Optional[Value]:
+        """A name that is not a global of the module: a module ``__getattr__``
+        (PEP 562) is called, traced; without one, AttributeError.  Either
+        way the name stays absent (guarded), so later calls agree.  None when
+        ``getattr`` reads the name without running program code."""
+        mod = self.module
+        t = type(mod)
+        mdict = types.ModuleType.__dict__["__dict__"].__get__(mod)
+        if type(mdict) is not dict:
+            return None
+        if t is not types.ModuleType:
+            # a module subclass (a lazy module): its class's own attributes
+            # and hooks are program code that getattr would run now
+            own = t.__mro__[:t.__mro__.index(types.ModuleType)]
+            if special_lookup(t, "__getattribute__") is not types.ModuleType.__dict__["__getattribute__"] \
+                    or any(name in k.__dict__ for k in own) \
+                    or (name not in mdict and any("__getattr__" in k.__dict__ for k in own)):
+                raise Unsupported(f"attribute {name!r} of a {t.__name__} module object", kind="unsupported_attribute")
+        if name in mdict or special_lookup(t, name) is not _MISSING:
+            return None
+        mod_name = dict.get(mdict, "__name__")
+        # (CPython's message; a module made with ModuleType.__new__ has no name)
+        missing = f"module '{mod_name}' has no attribute '{name}'" if type(mod_name) is str else \
+            f"module has no attribute '{name}'"
+        if tx.side_effects.pending_global(mdict, "__getattr__") is not None:
+            raise Unsupported("a module's __getattr__ written in the trace", kind="unsupported_attribute")
+        hook = dict.get(mdict, "__getattr__")
+        if self.source is None:
+            if hook is not None:
+                raise Unsupported("module __getattr__ of a module without a source", kind="unsupported_attribute")
+            return None
+        dict_src = AttrSource(self.source, "__dict__")
+        tx.guards.add(Guard("DICT_CONTAINS", dict_src, (name, False)))
+        tx.guards.add(Guard("DICT_CONTAINS", dict_src, ("__getattr__", hook is not None)))
+        if hook is None:
+            tx.raise_python_exception(AttributeError(missing))
+        fn = tx.wrap(hook, ItemSource(dict_src, "__getattr__"))
+        return fn.call(tx, [const(name)], {})
 
     def set_attr(self, tx, name, value):
         if type(self.module) is not types.ModuleType or self.source is None:
@@ -130,6 +172,16 @@ def _check_namespace_coherent(tx, module, name: str, writing: bool) -> None:
                           kind="unsupported_attribute")
 
 
+def _enum_news():
+    import enum
+    new = enum.Enum.__dict__["__new__"]
+    # EnumType sets each enum class's __new__ to Enum.__new__'s function after creation
+    return (new, getattr(new, "__func__", new))
+
+
+_ENUM_NEWS = _enum_news()
+
+
 class ClassValue(Value):
     """A class object (user classes, builtin types, exception classes).
 
@@ -163,8 +215,11 @@ class ClassValue(Value):
             attr = getattr(self.cls, name)
         except AttributeError as e:
             tx.raise_python_exception(e)
-        src = AttrSource(self.source, name) if self.source is not None else None
-        return tx.wrap(attr, src)
+        # A class met without a source (``type(x)``, ``self.__class__`` of an
+        # object made in the trace) is still the one real class: what its
+        # attribute holds is guarded and its mutations replayed through it
+        base = self.source if self.source is not None else ObjectSource(self.cls, self.cls.__qualname__)
+        return tx.wrap(attr, AttrSource(base, name))
 
     def _check_lookup_runs_no_code(self, tx, name) -> None:
         """``type.__getattribute__(cls, name)`` may call a descriptor's
@@ -197,8 +252,50 @@ class ClassValue(Value):
                               kind="unsupported_attribute")
 
     def call(self, tx, args, kwargs):
+        member = self._enum_lookup(tx, args, kwargs)
+        if member is not None:
+            return member
         from .builtins_table import call_type
         return call_type(tx, self.cls, args, kwargs)
+
+    def _enum_lookup(self, tx, args, kwargs) -> Optional[Value]:
+        """``EnumClass(value)`` for a literal value that names a member:
+        ``EnumType.__call__`` -> ``Enum.__new__`` -> ``cls._value2member_map_[value]``
+        (read with the tracer's guarded reads).  Anything else (a value
+        that is no member's, which goes on to ``_missing_``, functional API
+        calls, overridden ``__call__``/``__new__``) is left to ``call_type``."""
+        import enum
+        cls, meta = self.cls, type(self.cls)
+        if not isinstance(cls, enum.EnumMeta) or len(args) != 1 or kwargs or not args[0].is_constant() \
+                or special_lookup(meta, "__call__") is not enum.EnumMeta.__dict__["__call__"] \
+                or special_lookup(cls, "__new__") not in _ENUM_NEWS \
+                or not cls.__dict__.get("_member_names_"):
+            return None
+        value = args[0].as_constant()
+        if type(value) not in (int, str, bool, float, bytes, type(None)) or type(value) is float and value != value:
+            return None
+        table = self.get_attr(tx, "_value2member_map_")
+        from .containers import DictValue, key_of
+        if type(table) is not DictValue:
+            return None
+        found = table.entries.get(key_of(ConstantValue(value)))
+        if found is None:
+            return None  # not a member's value (or an unhashable one): _missing_ and friends
+        return found[1]
+
+    def unpack(self, tx):
+        """``iter(EnumClass)``: ``EnumType.__iter__`` is
+        ``(cls._member_map_[name] for name in cls._member_names_)``, done here
+        with the tracer's own (guarded) reads of those two attributes."""
+        import enum
+        meta = type(self.cls)
+        if isinstance(self.cls, enum.EnumMeta) and \
+                special_lookup(meta, "__iter__") is enum.EnumMeta.__dict__["__iter__"]:
+            from .operators import getitem
+            names = self.get_attr(tx, "_member_names_").unpack(tx)
+            members = self.get_attr(tx, "_member_map_")
+            return [getitem(tx, members, n) for n in names]
+        return super().unpack(tx)
 
     def truth(self, tx):
         if type(self.cls) is type:
@@ -238,16 +335,18 @@ class UserObjectValue(Value):
         return type(self.obj)
 
     def get_attr(self, tx, name):
+        from .object_protocol import with_getattr_fallback
+        return with_getattr_fallback(tx, self, type(self.obj), name, lambda: self._getattribute(tx, name))
+
+    def _getattribute(self, tx, name):
+        """``type(obj).__getattribute__(obj, name)``."""
         cls = type(self.obj)
         hook = python_getattribute(cls)
         if hook is not None:
-            # ``obj.name`` is ``type(obj).__getattribute__(obj, name)``: run it
-            # in the trace (its own ``super().__getattribute__`` reads come back
-            # to ``generic_get_attr``)
+            # run the class's own hook in the trace (its ``super().__getattribute__``
+            # reads come back to ``generic_get_attr``)
             guard_class_lookup(tx, cls, "__getattribute__", owner_of(cls, "__getattribute__"))
-            if special_lookup(cls, "__getattr__") is not _MISSING:
-                raise Unsupported(f"{cls.__name__}.__getattribute__ with __getattr__", kind="unsupported_attribute")
-            fn = tx.wrap(hook, AttrSource(AttrSource(self.source, "__class__"), "__getattribute__"))
+            fn = tx.wrap(hook, AttrSource(TypeSource(self.source), "__getattribute__"))
             return fn.call(tx, [self, const(name)], {})
         return self.generic_get_attr(tx, name)
 
@@ -271,7 +370,7 @@ class UserObjectValue(Value):
                                   kind="unsupported_attribute")
         else:
             self._check_dict_coherent(tx, name, writing=False)
-        return lookup_attr(tx, self, self.obj, name, generic=python_getattribute(type(self.obj)) is not None)
+        return lookup_attr(tx, self, self.obj, name, generic=True)
 
     def _held_dict(self, tx):
         """The dict value the trace holds for ``obj.__dict__``, if any."""
@@ -349,7 +448,7 @@ class UserObjectValue(Value):
         se = tx.side_effects
         pending = se.pending_attr(self, name)
         had = name in _instance_dict(self.obj)
-        _guard_in_dict(tx, AttrSource(self.source, "__dict__"), name, had)
+        _guard_in_dict(tx, instance_dict_source(self.source, cls), name, had)
         if pending is DELETED or (pending is None and not had):
             # ``del`` removes an instance attribute; a class attribute does not count
             tx.raise_python_exception(AttributeError(name))
@@ -367,7 +466,7 @@ class UserObjectValue(Value):
         guard_class_lookup(tx, cls, name, owner_of(cls, name))
         if not isinstance(fn, types.FunctionType):
             return None
-        return BoundMethodValue(tx.wrap(fn, AttrSource(AttrSource(self.source, "__class__"), name)), self)
+        return BoundMethodValue(tx.wrap(fn, AttrSource(TypeSource(self.source), name)), self)
 
     def truth(self, tx):
         return dunder_truth(tx, type(self.obj), lambda name: self.dunder(tx, name))
@@ -485,6 +584,45 @@ def python_getattribute(cls: type):
     if isinstance(fn, types.FunctionType) and special_lookup(cls, "__class__") is object.__dict__["__class__"]:
         return fn
     return None
+
+
+def has_attribute_hooks(cls: type) -> bool:
+    """Whether ``obj.name`` on an instance of ``cls`` may run the program's
+    code besides the generic lookup: a ``__getattribute__`` that is not
+    ``object``'s, or a ``__getattr__`` (``nn.Module``'s own only reads the
+    module's dicts, so it does not count)."""
+    if special_lookup(cls, "__getattribute__") is not object.__dict__["__getattribute__"]:
+        return True
+    getattr_hook = special_lookup(cls, "__getattr__")
+    return getattr_hook is not _MISSING and getattr_hook is not _MODULE_GETATTR
+
+
+_MODULE_GETATTR = torch.nn.Module.__dict__["__getattr__"]
+
+
+def attr_source(src, cls: type, name: str):
+    """The source of what the generic lookup (``object.__getattribute__``)
+    found for ``name`` on an object of ``cls`` read from ``src``.
+
+    ``src.name`` is that read only when the class has no attribute hooks:
+    otherwise it would run them, in every guard check and every reload,
+    and might not even give the value the trace saw."""
+    if has_attribute_hooks(cls):
+        return GenericAttrSource(src, name)
+    return AttrSource(src, name)
+
+
+def instance_dict_source(src, cls: type):
+    """The source of the object's own instance dict (see attr_source)."""
+    return attr_source(src, cls, "__dict__")
+
+
+def dict_entry_source(src, cls: type, name: str):
+    """The source of entry ``name`` of the object's instance dict, read by
+    the generic lookup (no data descriptor of the class shadows it)."""
+    if has_attribute_hooks(cls):
+        return ItemSource(GenericAttrSource(src, "__dict__"), name)
+    return AttrSource(src, name)
 
 
 def intercepts_attribute_reads(cls: type) -> bool:
@@ -646,16 +784,16 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
     if isinstance(class_attr, property):
         if class_attr.fget is None:
             tx.raise_python_exception(AttributeError(f"property {name!r} has no getter"))
-        fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "fget"))
+        fget = tx.wrap(class_attr.fget, AttrSource(AttrSource(TypeSource(src), name), "fget"))
         return fget.call(tx, [value], {})
     inst_dict = _instance_dict(obj)
     if inst_dict is not None and name in inst_dict and not (class_attr is not None and hasattr(type(class_attr), "__set__")):
-        return tx.wrap(inst_dict[name], AttrSource(src, name))
+        return tx.wrap(inst_dict[name], dict_entry_source(src, cls, name))
     if inst_dict is not None and class_attr is not None and not hasattr(type(class_attr), "__set__"):
         # read from the class: an instance attribute set later would shadow it
-        _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
+        _guard_not_in_dict(tx, instance_dict_source(src, cls), name)
     if isinstance(class_attr, types.FunctionType):
-        fn = tx.wrap(class_attr, AttrSource(AttrSource(src, "__class__"), name))
+        fn = tx.wrap(class_attr, AttrSource(TypeSource(src), name))
         return BoundMethodValue(fn, value)
     if name in BOUND_SLOTS and class_attr is object.__dict__[name]:
         # object's own C method (``x.__reduce_ex__``): its model, bound to the value
@@ -663,20 +801,20 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         guard_class_lookup(tx, cls, name, object)
         return ObjectSlotValue(name, value)
     if isinstance(class_attr, staticmethod):
-        return tx.wrap(class_attr.__func__, AttrSource(AttrSource(src, "__class__"), name))
+        return tx.wrap(class_attr.__func__, AttrSource(TypeSource(src), name))
     if isinstance(class_attr, classmethod) and isinstance(class_attr.__func__, types.FunctionType):
-        fn = tx.wrap(class_attr.__func__, AttrSource(AttrSource(AttrSource(src, "__class__"), name), "__func__"))
-        return BoundMethodValue(fn, tx.wrap(cls, AttrSource(src, "__class__")))
+        fn = tx.wrap(class_attr.__func__, AttrSource(AttrSource(TypeSource(src), name), "__func__"))
+        return BoundMethodValue(fn, tx.wrap(cls, TypeSource(src)))
     if class_attr is not None and not hasattr(type(class_attr), "__get__"):
-        return tx.wrap(class_attr, AttrSource(src, name))
+        return tx.wrap(class_attr, attr_source(src, cls, name))
     descriptor_get = getattr(type(class_attr), "__get__", None) if class_attr is not None else None
     if isinstance(descriptor_get, types.FunctionType):
         # a descriptor written in Python: run its __get__ in the trace, so it
         # sees the object as the program has changed it so far
-        class_src = AttrSource(src, "__class__")
+        class_src = TypeSource(src)
         desc_src = ItemSource(AttrSource(class_src, "__dict__"), name)
         desc = tx.wrap(class_attr, desc_src)
-        get = tx.wrap(descriptor_get, AttrSource(AttrSource(desc_src, "__class__"), "__get__"))
+        get = tx.wrap(descriptor_get, AttrSource(TypeSource(desc_src), "__get__"))
         return get.call(tx, [desc, value, tx.wrap(cls, class_src)], {})
     if descriptor_get is not None and not isinstance(descriptor_get, types.WrapperDescriptorType):
         # a __get__ that is some other callable (a Mock, a partial, a callable
@@ -685,19 +823,21 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         raise Unsupported(f"reading {cls.__name__}.{name}, a descriptor whose __get__ is a "
                           f"{type(descriptor_get).__name__}", kind="unsupported_attribute")
     if class_attr is None and (inst_dict is None or name not in inst_dict):
-        if special_lookup(cls, "__getattr__") is not _MISSING:
+        if not generic and special_lookup(cls, "__getattr__") is not _MISSING:
             raise Unsupported(f"{cls.__name__}.__getattr__", kind="unsupported_attribute")
-        # absent from the class and its bases, and no __getattr__: while that holds
+        # absent from the class and its bases (and which __getattr__ the caller
+        # falls back to, if any): while that holds
         guard_class_lookup(tx, cls, name)
-        guard_class_lookup(tx, cls, "__getattr__")
+        guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
     try:
-        attr = object.__getattribute__(obj, name) if generic else getattr(obj, name)
+        # (the generic lookup only: getattr() would also run a __getattr__ now)
+        attr = object.__getattribute__(obj, name) if generic or has_attribute_hooks(cls) else getattr(obj, name)
     except AttributeError as e:
         # absent now: the entry holds only while it stays absent
         if inst_dict is not None:
-            _guard_not_in_dict(tx, AttrSource(src, "__dict__"), name)
+            _guard_not_in_dict(tx, instance_dict_source(src, cls), name)
         if class_attr is None:
-            _guard_not_in_dict(tx, AttrSource(AttrSource(src, "__class__"), "__dict__"), name)
+            _guard_not_in_dict(tx, AttrSource(TypeSource(src), "__dict__"), name)
         else:
             # (an unset slot: its descriptor raised)
             guard_class_lookup(tx, cls, name, owner_of(cls, name))
@@ -707,9 +847,9 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
         raise Unsupported(f"reading {cls.__name__}.{name} raises {type(e).__name__}",
                           kind="unsupported_attribute") from None
     if isinstance(attr, types.MethodType) and attr.__self__ is obj:
-        fn = tx.wrap(attr.__func__, AttrSource(AttrSource(src, name), "__func__"))
+        fn = tx.wrap(attr.__func__, AttrSource(attr_source(src, cls, name), "__func__"))
         return BoundMethodValue(fn, value)
-    return tx.wrap(attr, AttrSource(src, name))
+    return tx.wrap(attr, attr_source(src, cls, name))
 
 
 class HookHandleValue(Value):

@@ -63,10 +63,8 @@ def _is_one(v: Value) -> bool:
 
 
 def _fold(tx, fn: Callable, *values: Value) -> Value:
-    try:
-        out = fn(*[v.as_constant() for v in values])
-    except Exception as e:
-        tx.raise_python_exception(e)
+    from .numpy_values import fold_call
+    out = fold_call(tx, fn, [v.as_constant() for v in values], {})
     from .builder import wrap_derived_constant
     return wrap_derived_constant(tx, out, getattr(fn, "__name__", "op"))
 

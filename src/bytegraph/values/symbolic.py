@@ -64,6 +64,12 @@ def _ask(question):
     except Unsupported:
         raise
     except Exception as e:  # noqa: BLE001 - torch/sympy failures, not the program's
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+        if isinstance(e, GuardOnDataDependentSymNode):
+            # a number read from a tensor (capture_scalar_outputs): unknown until the graph runs
+            raise Unsupported("using the value of a number read from a tensor (branching on it, or needing "
+                              "it as a Python constant)", kind="data_dependent_branch",
+                              hint="use torch.where / torch.cond, or keep the decision outside") from None
         raise Unsupported(f"the shape environment could not decide a symbolic number: {type(e).__name__}: {e}",
                           kind="dynamic_shape") from e
 

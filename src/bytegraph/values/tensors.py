@@ -32,6 +32,7 @@ from ..sources import AttrSource
 from .base import Value
 from .constants import ConstantValue, NONE, const
 from .containers import DictValue, ListValue, NamedTupleValue, SliceValue, TupleValue
+from .numpy_values import is_numpy_scalar
 from .symbolic import SYM_TYPES, SymIntValue, is_symbolic, sym_size
 
 
@@ -175,6 +176,10 @@ _UNSUPPORTED_METHODS = {
 }
 
 
+#: tensor methods that read the tensor's value as Python numbers (see scalar_outputs)
+_SCALAR_READS = {"item": "item", "tolist": "tolist", "__float__": "float", "__int__": "int", "__bool__": "bool"}
+
+
 def _specialized(out):
     """``out`` with every symbolic number replaced by its value at trace time.
 
@@ -212,6 +217,11 @@ class TensorMethodValue(Value):
 
     def call(self, tx, args, kwargs):
         name = self.name
+        if name in _SCALAR_READS and not kwargs and not args:
+            from .scalar_outputs import tensor_tolist, tensor_to_python
+            if name == "tolist":
+                return tensor_tolist(tx, self.tensor)
+            return tensor_to_python(tx, self.tensor, _SCALAR_READS[name])
         if name in _UNSUPPORTED_METHODS:
             kind = "data_dependent" if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") \
                 else "unsupported_tensor_method"
@@ -373,12 +383,7 @@ def _to_node(tx, v: Value):
     if isinstance(v, (TensorValue, SymIntValue)):
         return v.node
     if isinstance(v, ConstantValue):
-        if type(v.value).__module__.startswith("numpy"):
-            # (a numpy scalar in an FX graph prints as ``np.float32(...)``, and
-            # torch's conversions of it are not all a Python number's)
-            raise Unsupported(f"passing a numpy {type(v.value).__name__} to a tensor operation",
-                              kind="unsupported_graph_arg", hint="convert it with float() or int()")
-        return v.value
+        return _constant_arg(tx, v.value)
     if isinstance(v, TupleValue):
         return tuple(_to_node(tx, x) for x in v.items)
     if isinstance(v, ListValue):
@@ -390,6 +395,41 @@ def _to_node(tx, v: Value):
     if v.is_constant():
         return v.as_constant()
     raise Unsupported(f"passing a {v.type_name()} object to a tensor operation", kind="unsupported_graph_arg")
+
+
+def _unbacked_bindings(graph, out):
+    """The unbacked symbols an op just made (``item()`` under
+    capture_scalar_outputs), bound to its node: a backend that retraces the
+    graph (aot_eager) looks them up there."""
+    env = graph._shape_env
+    if env is None or not env.pending_fresh_unbacked_symbols:
+        return None
+    from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+    try:
+        return compute_unbacked_bindings(env, out)
+    except Exception as e:  # noqa: BLE001 - a number read inside an op (a custom Function's forward)
+        env.pending_fresh_unbacked_symbols.clear()
+        raise Unsupported(f"an operation reads a tensor value it does not return ({type(e).__name__})",
+                          kind="data_dependent") from None
+
+
+def _constant_arg(tx, value):
+    """A constant as a node argument.  A NumPy scalar (``np.sqrt(d)``) is
+    passed as the very object eager passes -- torch promotes it unlike a
+    Python number in places (``torch.tensor(np.float64(2))`` is float64) --
+    made by a node, since fx can only print Python literals."""
+    if type(value).__module__ == "numpy" and is_numpy_scalar(value):
+        return tx.graph.create_node("call_function", numpy_scalar, (type(value).__name__, value.tobytes()), {},
+                                    value)
+    if type(value) is tuple:
+        return tuple(_constant_arg(tx, x) for x in value)
+    return value
+
+
+def numpy_scalar(type_name: str, raw: bytes):
+    """The NumPy scalar of type ``numpy.<type_name>`` with bytes ``raw`` (a graph node)."""
+    import numpy as np
+    return np.frombuffer(raw, dtype=getattr(np, type_name))[0]
 
 
 def _to_fake(v):
@@ -455,6 +495,7 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
             raise Unsupported(f"{_target_name(target)} cannot be run on fake tensors with symbolic sizes ({e})",
                               kind="fake_tensor_limit", hint="the operation runs natively between graphs")
         tx.raise_python_exception(e)
+    bindings = _unbacked_bindings(graph, out)
     # inference tensors keep no version counter: any op on one may have written it
     mutated = any(v is None or t._version != v for t, v in versions)
     _check_no_new_grad_leaf(tx, out, versions)
@@ -466,7 +507,11 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         kind, target, node_kwargs = "call_function", call_with_keywords, {}
     if isinstance(out, SYM_TYPES):
         node = graph.create_node(kind, target, node_args, node_kwargs, out)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
         return SymIntValue(node, out)
+    if bindings:
+        raise Unsupported(f"{_target_name(target)} made a number unknown while tracing", kind="data_dependent")
     if not _contains_tensor(out):
         if (out is None and _has_tensor(args, kwargs)) or mutated:
             # torch ops that return None mutate their arguments (x.__setitem__,
