@@ -4,7 +4,7 @@
 #   make test        create/refresh .venv (dev + model test deps), then run the test suite
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
-#   make test-models the whole model zoo (tests/test_model_zoo.py: ~70 transformers architectures) and the model tests
+#   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make native      (re)build the native guard checks (done by every target above)
 #   make clean       remove the venv and build/test debris
