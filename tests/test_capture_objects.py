@@ -62,6 +62,44 @@ def test_binary_reflected_inplace_unary_operators():
     assert_same(f, t(3, 3))
 
 
+class DivmodLog:
+    """divmod() must call __divmod__/__rdivmod__, never // and % (CPython's test_class)."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __divmod__(self, o):
+        self.log.append("divmod")
+        return ("d", o)
+
+    def __rdivmod__(self, o):
+        self.log.append("rdivmod")
+        return ("r", o)
+
+    def __floordiv__(self, o):
+        self.log.append("floordiv")
+        return 0
+
+    def __mod__(self, o):
+        self.log.append("mod")
+        return 0
+
+
+def test_divmod_calls_the_user_divmod_dunders():
+    def f(x, log):
+        a = DivmodLog(log)
+        r = divmod(a, 1), divmod(2, a), divmod(7, 2), divmod(-7.5, 2)
+        return x + 1, r, list(log)
+    assert_same(f, t(3), [])
+
+    def g(x):
+        try:
+            divmod(Vec(1), 1)     # no __divmod__: TypeError (a clean break here)
+        except TypeError as e:
+            return x + 1, str(e)
+    assert_same(g, t(3), graphs=None, breaks=None)
+
+
 def test_sum_of_user_objects():
     def f(x):
         return sum([Vec(x), Vec(x + 1), Vec(x * 2)], Vec(x * 0)).v.cos()

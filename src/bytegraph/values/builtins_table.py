@@ -32,6 +32,7 @@ from .itertools_more import MORE_ITERTOOLS_HANDLERS
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
+from . import user_operators
 from .copying import copy_handler, deepcopy_handler
 from .object_protocol import new_object
 from .objects import ClassValue, GradModeValue
@@ -355,6 +356,12 @@ def _divmod(tx, args, kwargs):
         # torch.Tensor defines neither __divmod__ nor __rdivmod__
         tx.raise_python_exception(TypeError(f"unsupported operand type(s) for divmod(): "
                                             f"'{a.type_name()}' and '{b.type_name()}'"))
+    if user_operators.handles_binary(a, b):
+        # a user class's own __divmod__/__rdivmod__, never its // and %
+        return user_operators.user_binary_op(tx, divmod, divmod, a, b)
+    if not all(v.python_type() in (int, float, bool) for v in (a, b)):
+        raise Unsupported(f"divmod() of {a.type_name()} and {b.type_name()}", kind="unsupported_operator")
+    # for ints and floats divmod(a, b) == (a // b, a % b), computed by one algorithm in CPython
     return TupleValue([binary_op(tx, operator.floordiv, a, b), binary_op(tx, operator.mod, a, b)])
 
 

@@ -28,13 +28,13 @@ BINARY_DUNDERS = {
     operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
     operator.lshift: ("__lshift__", "__rlshift__"), operator.rshift: ("__rshift__", "__rrshift__"),
     operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
-    operator.xor: ("__xor__", "__rxor__"),
+    operator.xor: ("__xor__", "__rxor__"), divmod: ("__divmod__", "__rdivmod__"),
 }
 
 _SYMBOLS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
             operator.floordiv: "//", operator.mod: "%", operator.pow: "** or pow()", operator.matmul: "@",
             operator.lshift: "<<", operator.rshift: ">>", operator.and_: "&", operator.or_: "|",
-            operator.xor: "^"}
+            operator.xor: "^", divmod: "divmod()"}
 
 UNARY_DUNDERS = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
                  abs: "__abs__"}
