@@ -270,3 +270,41 @@ def test_compiled_function_called_from_compiled_code_is_inlined():
     x = torch.randn(3)
     torch.testing.assert_close(outer(x), (x.sin() + 1) * 2)
     assert be.count == 1
+
+
+def test_a_line_tracer_sees_every_line_of_compiled_code_run_natively():
+    """Under sys.settrace (a debugger, coverage) compiled functions and their
+    continuations run natively, so the tracer sees eager's line events."""
+    import sys
+
+    def helper(x):
+        y = x + 1
+        return y * 2
+
+    def f(x):
+        return helper(x.sin())
+
+    def traced(fn, x):
+        lines = []
+
+        def tracer(frame, event, arg):
+            if event == "line" and frame.f_code.co_name == "helper":
+                lines.append(frame.f_lineno - helper.__code__.co_firstlineno)
+            return tracer
+
+        old = sys.gettrace()
+        sys.settrace(tracer)
+        try:
+            out = fn(x)
+        finally:
+            sys.settrace(old)
+        return out, lines
+
+    compiled = bytegraph.compile(f, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), f(x))      # compiled and cached while nothing traces
+    assert bytegraph.stats().graphs == 1
+    expected = traced(f, x)
+    got = traced(compiled, x)
+    assert got[1] == expected[1] == [1, 2]
+    torch.testing.assert_close(got[0], expected[0])

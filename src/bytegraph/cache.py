@@ -26,6 +26,9 @@ from .guards import code_signature
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
+#: bound once: checked on every compiled call
+_gettrace = sys.gettrace
+
 _ALL: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
 
 #: held while any frame compiles (see ``FrameCache._miss``)
@@ -235,6 +238,10 @@ class CompiledFunction(FrameCache):
         functools.update_wrapper(self, fn)
 
     def __call__(self, /, *args, **kwargs):
+        if _gettrace() is not None:
+            # a line tracer (debugger, coverage, sys.settrace) is watching:
+            # compiled code would hide the lines and frames it must see
+            return self._fn(*args, **kwargs)
         for entry in self._entries:
             try:
                 hit = entry.guard.check(*args, **kwargs)
@@ -275,6 +282,8 @@ class FrameRunner(FrameCache):
         tuple for the whole call, keeping alive objects the callee frees
         (``del x`` or an exhausted iterator in eager frees them at once).
         """
+        if _gettrace() is not None:
+            return fn   # a line tracer is watching (see CompiledFunction.__call__)
         if _deeper_than(sys.getrecursionlimit() // 3):
             # Continuations nest: each graph break calls the next one from the
             # frame before, so a loop that cannot be outlined (inside a
