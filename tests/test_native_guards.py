@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import bytegraph
 from bytegraph import config, native
-from bytegraph.guards import Guard, GuardSet, compile_guards
+from bytegraph.guard_compiler import compile_guards
+from bytegraph.guards import Guard, GuardSet
 from bytegraph.sources import LocalSource
 from conftest import CountingBackend
 

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
-from .guards import code_signature
+from .guard_compiler import code_signature
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 

@@ -18,11 +18,13 @@ import torch
 
 from . import config
 from .backends import compile_graph
-from .breaks import BreakEmitter, BreakPlan, plan_break
+from .break_plan import BreakPlan, plan_break
+from .breaks import BreakEmitter
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
-from .guards import IDENTITY_KINDS, CompiledGuard, Guard, compile_guards, storages_disjoint
+from .guard_compiler import CompiledGuard, compile_guards
+from .guards import IDENTITY_KINDS, Guard, storages_disjoint
 from .tracer import Trace
 
 
@@ -341,7 +343,7 @@ def _before_traced_raises(trace: Trace, failure: Unsupported, fn, args, kwargs, 
         frame = getattr(failure, "frame", None)
         if frame is None:
             return trace, failure
-        from .breaks import frame_chain
+        from .break_plan import frame_chain
         steps = [trace.raise_steps[id(v)][1] for f in frame_chain(frame) for v in f.exc_stack
                  if id(v) in trace.raise_steps]
         if not steps:

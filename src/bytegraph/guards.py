@@ -2,12 +2,11 @@
 
 The tracer adds a :class:`Guard` whenever a value's behaviour depended on
 what its source held (a tensor's dtype and shape, a constant's value, which
-function a global named, what a closure cell held).  :func:`compile_guards`
-turns the collected guards of one trace into **one generated Python function**
-with the compiled function's own signature, so CPython binds the arguments and
-the check is straight-line code: no loop over guard objects at call time
-(DESIGN.md §5).  Checks are ordered cheapest and most discriminating first
-(argument types before tensor metadata before globals).
+function a global named, what a closure cell held).  Each guard has a named
+kind (``TENSOR_MATCH``, ``ID_MATCH``, ...; see :data:`_PRIORITY`), and the
+guards of one trace are collected in a :class:`GuardSet`.
+:func:`bytegraph.guard_compiler.compile_guards` turns that set into **one
+generated Python function** per cache entry (DESIGN.md §5).
 
 Example::
 
@@ -15,27 +14,21 @@ Example::
     >>> from bytegraph.sources import LocalSource
     >>> gs = GuardSet()
     >>> gs.add(Guard.tensor(LocalSource("x"), torch.ones(2)))
-    >>> fn = compile_guards(gs, lambda x: None, frame_globals={})
-    >>> fn.check(torch.zeros(2)), fn.check(torch.zeros(3))
-    (True, False)
+    >>> gs.add(Guard.tensor(LocalSource("x"), torch.ones(2)))   # deduplicated
+    >>> len(gs)
+    1
 """
 
 from __future__ import annotations
 
 import abc
-import builtins
 import dataclasses
-import inspect
-import struct
 import types
-import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from . import native as _native
-from .diagnostics import log
-from .sources import Source, chain
+from .sources import Source
 
 # Lower runs first.  Type checks are cheapest and reject most mismatches.
 _PRIORITY = {
@@ -310,146 +303,6 @@ class GuardSet:
         return len(self._guards)
 
 
-class CompiledGuard:
-    """The generated check of one cache entry.
-
-    ``check(*args, **kwargs)`` is the generated function itself (called on the
-    hot path); ``source`` is its text; ``describe()`` lists the guards;
-    ``why_failed(*args, **kwargs)`` names the first failing guard (slow path).
-    """
-
-    __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn", "_closure_param",
-                 "_watchers", "dead", "_on_dead")
-
-    def __init__(self, check, source, guards, namespace, lines, signature_fn, closure_param=False, watchers=()):
-        self._closure_param = closure_param
-        #: weak references to identity-guarded objects; when one dies the entry is invalid
-        self._watchers = list(watchers)
-        self.dead = False
-        self._on_dead: list = []
-        self.check = check
-        self.source = source
-        self.guards = guards
-        self._namespace = namespace
-        self._lines = lines
-        self._signature_fn = signature_fn
-
-    def describe(self) -> List[str]:
-        return [g.describe() for g in self.guards]
-
-    def on_dead(self, callback) -> None:
-        """Call ``callback`` when an object this guard checks by identity is collected."""
-        self._on_dead.append(callback)
-
-    def _died(self, _ref) -> None:
-        # The id of a dead object may be reused: this entry must never match again.
-        if not self.dead:
-            self.dead = True
-            self.check = _never
-            for cb in self._on_dead:
-                cb()
-
-    def _env(self, args, kwargs) -> Optional[dict]:
-        """The guard's namespace with this call's arguments bound (slow paths only)."""
-        try:
-            bound = code_signature(self._signature_fn).bind(*args, **kwargs)
-            bound.apply_defaults()
-        except TypeError:
-            return None
-        env = dict(self._namespace)
-        env.update(bound.arguments)
-        if self._closure_param:
-            env["___cells"] = self._signature_fn.__closure__ or ()
-        return env
-
-    def observed(self, args, kwargs):
-        """Shapes of the guarded tensors and values of the guarded root ints for a call
-        (what automatic dynamic compares between calls).  Slow path."""
-        shapes, ints = {}, {}
-        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if g.kind == "TENSOR_MATCH" or (
-            g.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(g.source))]
-        if not wanted:
-            return shapes, ints  # (no line to read: skip evaluating every guard's setup)
-        env = self._env(args, kwargs)
-        if env is None:
-            return shapes, ints
-        for guard, value_var in _read_lines(self._lines[:wanted[-1] + 1], env):
-            value = env.get(value_var) if value_var else None
-            if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
-                shapes[guard.source.name()] = tuple(value.shape)
-            elif guard.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(guard.source) \
-                    and type(value) is int:
-                ints[guard.source.name()] = value
-        return shapes, ints
-
-    def moved_iterators(self, args, kwargs) -> List[str]:
-        """Sources of the real iterators whose position guard fails for this
-        call (a loop resumed at another iteration).  Slow path."""
-        from .sources import IteratorPartSource
-        env = self._env(args, kwargs)
-        out: List[str] = []
-        if env is None:
-            return out
-        for guard, value_var in _read_lines(self._lines, env):
-            src = guard.source
-            if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
-                    and env.get(value_var) != guard.expected:
-                out.append(src.base.name())
-        return out
-
-    def why_failed(self, args, kwargs) -> Optional[str]:
-        """Return a description of the first guard that fails for these arguments."""
-        env = self._env(args, kwargs)
-        if env is None:
-            return "the arguments do not bind to the function's signature"
-        for setup, cond, guard, value_var in self._lines:
-            try:
-                for var, expr in setup:
-                    env[var] = eval(expr, env)
-                if not eval(cond, env):
-                    return guard.describe() + _actual(guard, env.get(value_var) if value_var else None)
-            except Exception as e:  # the guard function treats errors as failure too
-                return f"{guard.describe()} (raised {type(e).__name__}: {e})"
-        return None
-
-
-#: guards that establish what an object is; reads below a failing one are not made
-_WHAT_IT_IS = ("TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH")
-
-
-def _read_lines(lines, env):
-    """Evaluate the setups of guard ``lines`` in ``env`` (slow paths that
-    read every line rather than stop at the first failing one), yielding
-    ``(guard, value_var)`` for each line read.  Nothing is read below an
-    object whose type or identity check failed, nor below a read that
-    raised: ``obj.name`` on an object of another class than the trace saw
-    may run that class's own ``__getattribute__``, property or ``__getattr__``
-    -- the program's code, which a guard must never run."""
-    import re
-    blocked: set = set()
-
-    def reads_blocked(expr):
-        return any(re.search(rf"(?<![\w.]){re.escape(v)}\b", expr) for v in blocked)
-
-    for setup, cond, guard, value_var in lines:
-        if blocked and any(reads_blocked(expr) for _, expr in setup):
-            blocked.update(var for var, _ in setup)
-            continue
-        try:
-            for var, expr in setup:
-                env[var] = eval(expr, env)
-        except Exception:
-            blocked.update(var for var, _ in setup)
-            continue
-        if guard.kind in _WHAT_IT_IS and value_var is not None:
-            try:
-                ok = bool(eval(cond, env))
-            except Exception:
-                ok = False
-            if not ok:
-                blocked.add(value_var)
-        yield guard, value_var
-
 
 _NUMERIC_KEY_TYPES = (bool, int, float, complex, tuple, frozenset)
 
@@ -483,32 +336,6 @@ def key_types(keys) -> tuple:
     return tuple(of(k) for k in keys)
 
 
-def _actual(guard: Guard, value) -> str:
-    if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH",
-                          "FUNCTION_MATCH"):
-        return ""
-    if guard.kind in IDENTITY_KINDS:
-        return f" (got {_short(value)})"
-    if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
-        return (f" (got dtype={value.dtype} shape={list(value.shape)} "
-                f"stride={list(value.stride())} requires_grad={value.requires_grad})")
-    if guard.kind == "TYPE_MATCH":
-        return f" (got {type(value).__qualname__})"
-    if guard.kind == "LEN_MATCH":
-        try:
-            return f" (got {len(value)})"
-        except TypeError:
-            return ""
-    return f" (got {value!r})"
-
-
-def _argument_source(source) -> bool:
-    """An argument of the call: a parameter, or an item of ``*args`` (ints there may become symbolic)."""
-    from .sources import ItemSource, LocalSource
-    while isinstance(source, ItemSource):
-        source = source.base
-    return isinstance(source, LocalSource)
-
 
 def storages_disjoint(*tensors) -> bool:
     """No two of ``tensors`` use the same storage (empty storages never collide).
@@ -530,14 +357,6 @@ def storages_disjoint(*tensors) -> bool:
     return True
 
 
-def _float_bits(x: float) -> int:
-    """The IEEE bits of ``x`` (NaN and signed zeros told apart)."""
-    return struct.unpack("<q", struct.pack("<d", x))[0]
-
-
-def _never(*args, **kwargs) -> bool:
-    return False
-
 
 class _Forgotten:
     """Stands in for an identity-guarded object in a compiled guard's records,
@@ -548,318 +367,3 @@ class _Forgotten:
     def __init__(self, obj):
         self.__qualname__ = _name_of(obj) or f"{id(obj):#x}"
         self.type_name = type(obj).__name__
-
-
-def code_signature(fn: types.FunctionType) -> inspect.Signature:
-    """The signature CPython binds a call of ``fn`` with: its code's parameters and its defaults.
-
-    ``inspect.signature(fn)`` is not that: it follows ``__wrapped__`` (a
-    ``functools.wraps`` wrapper would bind as the function it wraps) and
-    honours ``__signature__``, both of which the interpreter ignores.
-    """
-    plain = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    plain.__kwdefaults__ = fn.__kwdefaults__
-    return inspect.signature(plain)
-
-
-def _signature_text(code: types.CodeType) -> str:
-    """The parameter list of ``code`` without defaults (defaults are attached afterwards)."""
-    names = code.co_varnames
-    n_pos = code.co_argcount
-    n_kw = code.co_kwonlyargcount
-    parts = list(names[:n_pos])
-    if code.co_posonlyargcount:
-        parts.insert(code.co_posonlyargcount, "/")
-    idx = n_pos + n_kw
-    if code.co_flags & inspect.CO_VARARGS:
-        parts.append("*" + names[idx])
-        idx += 1
-    elif n_kw:
-        parts.append("*")
-    parts.extend(names[n_pos:n_pos + n_kw])
-    if code.co_flags & inspect.CO_VARKEYWORDS:
-        parts.append("**" + names[idx])
-    return ", ".join(parts)
-
-
-def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_param: bool = False) -> CompiledGuard:
-    """Generate the check function for one cache entry of ``fn``.
-
-    ``fn`` supplies the signature (and defaults) the check is called with and
-    the closure the ``RootCellSource`` guards read.  With ``closure_param``
-    the closure is the check's first argument instead (generated functions
-    such as resume functions get fresh cells on every call).
-    """
-    code = fn.__code__
-    ns: Dict[str, Any] = {
-        "___G": frame_globals,
-        "___B": builtins.__dict__,
-        "___fn": fn,
-        "___any_autocast": torch._C._is_any_autocast_enabled,
-        "___autocast_state": autocast_state,
-        "___autocast_dtype": torch.get_autocast_dtype,
-        "___autocast_cache": torch.is_autocast_cache_enabled,
-    }
-    if not closure_param:
-        ns["___cells"] = fn.__closure__ or ()
-    bound_ids: Dict[int, str] = {}
-
-    def bind(obj) -> str:
-        name = bound_ids.get(id(obj))
-        if name is None:
-            name = f"___k{len(bound_ids)}"
-            bound_ids[id(obj)] = name
-            ns[name] = obj
-        return name
-
-    var_of: Dict[Source, str] = {}
-    watched: list = []
-
-    def weak_id(obj) -> int:
-        """Watch ``obj`` (weakly, once compiled); its id is safe to compare while it lives."""
-        watched.append((obj, None))
-        return id(obj)
-
-    def expr_of(source: Source, setup: list) -> str:
-        """Name of a local holding ``source``; appends the assignments it needs."""
-        for s in chain(source):
-            if s in var_of:
-                continue
-            base = var_of[s.base] if s.base is not None else None
-            text = s.guard_expr(base, bind)
-            if s.base is None and text.isidentifier() and not text.startswith("___"):
-                var_of[s] = text  # a parameter: no assignment needed
-                continue
-            var = f"___v{len(var_of)}"
-            setup.append((var, text))
-            var_of[s] = var
-        return var_of[source]
-
-    shape_guards = [g for g in guards if g.kind == "SHAPE_ENV"]
-    ordered = sorted((g for g in guards if g.kind != "SHAPE_ENV"),
-                     key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
-    lines: List[Tuple[list, str, Guard, Optional[str]]] = []
-    native = _native.load()
-    for g in ordered:
-        setup: list = []
-        cond = _condition(g, expr_of, setup, bind, weak_id, native)
-        lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
-
-    for g in shape_guards:
-        lines.extend(_shape_env_lines(g, expr_of))
-    body = _guard_body(lines, native, bind)
-    params = _signature_text(code)
-    if closure_param:
-        params = "___cells, " + params if params else "___cells"
-    src = (
-        f"def ___guard({params}):\n"
-        "    try:\n" + "\n".join(body) + "\n"
-        "    except Exception:\n"
-        "        return False\n"
-    )
-    exec(compile(src, f"<bytegraph guard {code.co_name}>", "exec"), ns)
-    check = ns["___guard"]
-    check.__defaults__ = fn.__defaults__
-    check.__kwdefaults__ = fn.__kwdefaults__
-    log("guards", "guards for %s:\n%s", code.co_name, src)
-    lines = [(s, c, _forget(guard), v) for s, c, guard, v in lines]
-    compiled = CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
-    for obj, _ in watched:
-        try:
-            compiled._watchers.append(weakref.ref(obj, compiled._died))
-        except TypeError:  # not weakly referenceable: bind it strongly instead
-            ns[f"___keep{len(ns)}"] = obj
-    return compiled
-
-
-def _guard_body(lines, native, bind) -> List[str]:
-    """The statements of the guard function: each line's setup, then its check.
-
-    With the native module, the (consecutive) tensor checks become one call
-    that checks every guarded tensor in C++; ``lines`` keep the per-tensor
-    Python conditions for ``why_failed``.
-    """
-    body: List[str] = []
-
-    def emit_setup(setup):
-        body.extend(f"        {var} = {text}" for var, text in setup)
-
-    i = 0
-    while i < len(lines):
-        setup, cond, guard, value_var = lines[i]
-        if native is not None and guard.kind == "TENSOR_MATCH":
-            group = []
-            while i < len(lines) and lines[i][2].kind == "TENSOR_MATCH":
-                group.append(lines[i])
-                i += 1
-            for line in group:
-                emit_setup(line[0])
-            check = bind(native.TensorCheck([_native_spec(line[2].expected) for line in group]).check)
-            body.append(f"        if not {check}({', '.join(line[3] for line in group)}): return False")
-            continue
-        emit_setup(setup)
-        body.append(f"        if not ({cond}): return False")
-        i += 1
-    body.append("        return True")
-    return body
-
-
-def _native_spec(expected) -> tuple:
-    """A TENSOR_MATCH guard's metadata in the form ``native.TensorCheck`` takes."""
-    typ, dtype, device, shape, stride, rg = expected
-    if stride is None:
-        layout = None
-    elif stride == _contiguous_strides(shape):
-        layout = "contiguous"
-    else:
-        layout = tuple(stride)
-    return (typ, dtype, device, tuple(shape), layout, rg)
-
-
-def _forget(guard: Guard) -> Guard:
-    if guard.kind in IDENTITY_KINDS:
-        return Guard(guard.kind, guard.source, _Forgotten(guard.expected))
-    return guard
-
-
-def _contiguous_strides(shape) -> tuple:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(out))
-
-
-def _weakrefable(obj) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
-
-
-def _shape_env_lines(g: Guard, expr_of):
-    """The shape environment's guards over the symbolic inputs, as guard lines."""
-    from .dynamic import SymbolSource
-    shape_env, inputs = g.expected
-    setup: list = []
-    exprs = [expr_of(source, setup) for _, source in inputs]
-    # ignore_static=False: a symbolic dim the trace pinned to a constant (a
-    # branch on ``x.shape[0] == 5``, an unrolled loop over ``x``) is guarded
-    # here; the entry's TENSOR_MATCH left that dim unchecked.
-    codes = shape_env.produce_guards([fake for fake, _ in inputs], [SymbolSource(x) for x in exprs],
-                                     ignore_static=False)
-    out = []
-    for i, code in enumerate(codes):
-        out.append((setup if i == 0 else [], code, Guard("SHAPE_ENV_EXPR", None, code), None))
-    if not codes and setup:
-        out.append((setup, "True", Guard("SHAPE_ENV_EXPR", None, "True"), None))
-    return out
-
-
-def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str:
-    k = g.kind
-    if k in _STATE_QUERIES:
-        e = g.expected
-        if isinstance(e, bool):
-            return f"{bind(_STATE_QUERIES[k][1])}() is {e}"
-        if isinstance(e, torch.dtype):  # singletons
-            return f"{bind(_STATE_QUERIES[k][1])}() is {bind(e)}"
-        return f"{bind(_STATE_QUERIES[k][1])}() == {bind(e)}"
-    if k == "DEFAULT_DEVICE":
-        return f"{bind(_DEFAULT_DEVICE[1])}() == {bind(g.expected)}"
-    if k == "AUTOCAST":
-        return "not ___any_autocast()" if g.expected is None else f"___autocast_state() == {bind(g.expected)}"
-    if k == "FN_DEFAULTS":
-        # the check itself binds arguments with the defaults it was made with
-        defaults, kwdefaults = g.expected
-        return f"___fn.__defaults__ is {bind(defaults)} and ___fn.__kwdefaults__ is {bind(kwdefaults)}"
-    if k == "FN_CODE":
-        return f"___fn.__code__ is {bind(g.expected)}"
-    if k == "AUTOCAST_DEFAULTS":
-        device, dtype, cache = g.expected
-        return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"
-    if k == "NOT_IN_GLOBALS":
-        return f"{g.expected!r} not in ___G"
-    e = expr_of(g.source, setup)
-    if k == "TYPE_MATCH":
-        return f"type({e}) is {bind(g.expected)}"
-    if k == "ID_MATCH":
-        obj = g.expected
-        if weak_id is not None and _weakrefable(obj):
-            return f"id({e}) == {weak_id(obj)}"
-        return f"{e} is {bind(obj)}"
-    if k == "FUNCTION_MATCH":
-        fn = g.expected
-        return f"id({e}) == {weak_id(fn)} and {e}.__code__ is {bind(fn.__code__)}"
-    if k == "CONSTANT_MATCH":
-        v = g.expected
-        if v is None or v is True or v is False or v is Ellipsis:
-            return f"{e} is {v!r}"
-        if type(v) is float and (v != v or v == 0.0):
-            # NaN equals nothing, and 0.0 == -0.0 although 1/x tells them apart:
-            # compare these two floats by their bits
-            return f"type({e}) is float and {bind(_float_bits)}({e}) == {_float_bits(v)}"
-        if type(v).__module__ == "numpy":
-            # a NumPy scalar: its exact bits (NaN, -0.0), by type
-            return f"type({e}) is {bind(type(v))} and {e}.tobytes() == {v.tobytes()!r}"
-        if type(v) in (tuple, frozenset) and _has_numbers(v):
-            # (1,) == (True,): the items' types too
-            return f"type({e}) is {bind(type(v))} and {e} == {bind(v)} and {bind(typed)}({e}) == {bind(typed(v))}"
-        return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
-    if k == "LEN_MATCH":
-        return f"len({e}) == {g.expected}"
-    if k == "SET_MATCH":
-        if _has_numbers(g.expected):
-            # {1} == {True}: the elements' types too
-            return f"{e} == {bind(g.expected)} and {bind(typed)}({e}) == {bind(typed(g.expected))}"
-        return f"{e} == {bind(g.expected)}"
-    if k == "DICT_CONTAINS":
-        key, present = g.expected
-        if type(key) in (str, int):
-            return f"({key!r} in {e}) is {present}"
-        # (a class key, e.g. of copyreg.dispatch_table: looked up by identity hash)
-        return f"({bind(key)} in {e}) is {present}"
-    if k == "DICT_KEYS":
-        keys = tuple(g.expected)
-        if any(type(key) in _NUMERIC_KEY_TYPES for key in keys):
-            # equal keys of other types (1, 1.0, True) would pass ==, but the
-            # trace holds the key objects it saw
-            return (f"tuple({e}) == {bind(keys)} and "
-                    f"{bind(key_types)}({e}) == {bind(key_types(keys))}")
-        return f"tuple({e}) == {bind(keys)}"
-    if k == "ODICT_KEYS":
-        # the order of the dict's own table (an OrderedDict's is its linked list)
-        return f"tuple({bind(dict.keys)}({e})) == {bind(tuple(g.expected))}"
-    if k == "TENSOR_MATCH":
-        typ, dtype, device, shape, stride, rg = g.expected
-        head = f"type({e}) is {bind(typ)} and {e}.dtype is {bind(dtype)}"
-        # NOTE: cheapest sufficient forms (measured): is_cpu instead of building a
-        # device, is_contiguous() instead of building the stride tuple when the
-        # expected strides are the contiguous ones.
-        on_device = f"{e}.is_cpu" if device.type == "cpu" else f"{e}.device == {bind(device)}"
-        tail = f"and {e}.requires_grad is {rg} and {on_device}"
-        if stride is not None:
-            layout = f"{e}.is_contiguous()" if stride == _contiguous_strides(shape) else f"{e}.stride() == {stride!r}"
-            return f"{head} and {e}.shape == {shape!r} and {layout} {tail}"
-        dims = " and ".join(f"{e}.shape[{i}] == {s}" for i, s in enumerate(shape) if s is not None)
-        return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
-    if k == "ALIAS":
-        return f"{e} is {expr_of(g.others[0], setup)}"
-    if k == "LRU_CACHED":
-        from .values.lru_cache import lru_guard_holds
-        pos, kw, result = g.expected
-        return f"{bind(lru_guard_holds)}({e}, {bind(pos)}, {bind(kw)}, {bind(result)})"
-    if k == "LRU_UNCACHED":
-        from .values.lru_cache import lru_still_missing
-        pos, kw = g.expected
-        return f"{bind(lru_still_missing)}({e}, {bind(pos)}, {bind(kw)})"
-    if k == "NO_STORAGE_OVERLAP":
-        exprs = [e] + [expr_of(s, setup) for s in g.others]
-        return f"{bind(storages_disjoint)}({', '.join(exprs)})"
-    if k == "NO_ALIASING":
-        exprs = [e] + [expr_of(s, setup) for s in g.others]
-        if native is not None:
-            return f"{bind(native.distinct)}({', '.join(exprs)})"
-        return f"len({{{', '.join('id(%s)' % x for x in exprs)}}}) == {len(exprs)}"
-    raise AssertionError(f"unknown guard kind {k}")

@@ -10,7 +10,8 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import OutputGraph
-from ..guards import Guard, GuardSet, autocast_state, code_signature, global_state_guards
+from ..guard_compiler import code_signature
+from ..guards import Guard, GuardSet, autocast_state, global_state_guards
 from ..side_effects import SideEffects
 from ..resume import STATE_ARG, origin_of
 from ..sources import ItemSource, LocalSource, ObjectSource, RootCellSource, chain
