@@ -635,11 +635,8 @@ def test_itertools_count_rejects_non_numbers_like_python():
 
 
 # ---------------------------------------------------------------------------
-# collections.deque (modelled in values/deques.py, not enabled yet: see builtins_table)
+# collections.deque
 
-pytestmark_deque = pytest.mark.skip(reason="deque modelling not enabled (test_deque's time budget)")
-
-@pytestmark_deque
 def test_deque_made_in_the_trace():
     def f(x):
         d = collections.deque(maxlen=3)
@@ -664,7 +661,6 @@ def test_deque_made_in_the_trace():
     assert_same(f, t(3))
 
 
-@pytestmark_deque
 def test_existing_deque_is_read_and_changed_in_place():
     def f(x, d):
         d.append(x * 2)
@@ -684,7 +680,6 @@ def test_existing_deque_is_read_and_changed_in_place():
     assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
 
 
-@pytestmark_deque
 def test_deque_mutated_during_iteration_raises():
     def f(x):
         d = collections.deque([1, 2])
@@ -696,7 +691,6 @@ def test_deque_mutated_during_iteration_raises():
     assert_same(f, t(2))
 
 
-@pytestmark_deque
 def test_deque_made_in_the_trace_escapes():
     def f(x):
         d = collections.deque([x, x + 1], maxlen=2)
@@ -1003,7 +997,6 @@ def test_recursive_function_made_in_an_inlined_frame_escapes():
     assert be.count == 1 and bytegraph.stats().graph_breaks == 0
 
 
-@pytestmark_deque
 def test_deque_from_a_deque_and_its_iterator():
     def f(x):
         d = collections.deque([1, 2, 3], maxlen=5)
@@ -1062,7 +1055,6 @@ def test_module_made_in_forward_with_a_global_registration_hook():
         handle.remove()
 
 
-@pytestmark_deque
 @pytest.mark.parametrize("op", ["setitem", "reverse", "rotate0", "rotate", "clear", "delitem", "append",
                                 "remove", "insert", "extend_empty", "pop", "count"])
 def test_deque_changed_under_its_iterator_raises_when_cpythons_does(op):
@@ -1086,7 +1078,6 @@ def test_deque_changed_under_its_iterator_raises_when_cpythons_does(op):
     assert_same(f, t(2))
 
 
-@pytestmark_deque
 def test_big_deque_traces_in_linear_time():
     import time
 

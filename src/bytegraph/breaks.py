@@ -214,11 +214,20 @@ class BreakEmitter:
         cg.emit("BUILD_TUPLE", arg=len(cells))
         cg.call(6)
 
-    def call_generated(self, frame, code, args_emit, thunk: bool = False) -> None:
+    def call_generated(self, frame, code, args_emit, thunk: bool = False, native: bool = False) -> None:
         """``runner(fn, *args)``: a generated function, compiled through the
         dispatcher; with ``thunk``, a callable that makes that call later
-        (whatever it is called with)."""
+        (whatever it is called with); with ``native``, ``fn(*args)`` itself."""
         cg = self.cg
+        if native:
+            cg.emit("PUSH_NULL")
+            self.make_function(frame, code)
+            extra = 0
+            if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
+                cg.reconstruct(_first_local(frame))
+                extra = 1
+            cg.call(extra + args_emit())
+            return
         if thunk:
             cg.push_callable(_ignoring_arguments)
             cg.load_object(self.runner_for(code))
@@ -542,7 +551,10 @@ class BreakEmitter:
                 n += 1
             cg.emit("LOAD_FAST", state_temp)
             return n + 1
-        self.call_generated(root, body, args)
+        # a loop that recorded no tensor work for thousands of iterations
+        # (frame._python_loop): its body runs as it is, not through the
+        # dispatcher (guards per iteration, recompiles as its values move)
+        self.call_generated(root, body, args, native=self.plan.record.kind == "python_loop")
         cg.emit("UNPACK_SEQUENCE", arg=3)
         cg.emit("STORE_FAST", status)
         cg.emit("STORE_FAST", payload)

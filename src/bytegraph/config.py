@@ -26,6 +26,15 @@ max_inline_depth: int = 64
 #: otherwise take minutes to trace and give a gigantic graph).
 max_loop_iterations: int = 10_000
 
+#: Times one loop may run unrolled in a trace while neither it nor a loop
+#: around it records a tensor operation; past it the frame breaks at the
+#: (outermost) loop's head and the loop runs natively, its body not compiled
+#: (break kind ``python_loop``).  Pure-Python loops of thousands of steps
+#: (a queue filled in a loop, a table built item by item) would otherwise
+#: cost seconds of tracing for a graph with nothing in it.  The code after
+#: the loop is traced again as usual.
+max_python_loop_iterations: int = 1000
+
 #: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000
 

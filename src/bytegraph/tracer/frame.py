@@ -102,6 +102,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         #: loop head index -> times it was reached in this frame (a loop run
         #: more than ``config.max_loop_iterations`` times is not unrolled)
         self.head_counts: Dict[int, int] = {}
+        #: loop head index -> graph ops recorded when it was first reached (a
+        #: loop that records none for ``config.max_python_loop_iterations``
+        #: iterations runs natively)
+        self.head_ops: Dict[int, int] = {}
         #: called straight from a CALL instruction, so its return value is that
         #: instruction's result (a graph break inside can split here)
         self.direct_call = False
@@ -267,11 +271,14 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             if ip in heads:
                 if ip not in self.head_steps:
                     self.head_steps[ip] = trace.steps
+                    self.head_ops[ip] = trace.graph.op_count
                 n = self.head_counts[ip] = self.head_counts.get(ip, 0) + 1
                 # only where the break can take the whole loop (its body
                 # outlined): in the root frame, outside try/with blocks; a
                 # break elsewhere would split once per remaining iteration
-                long_loop = n > config.max_loop_iterations and self.parent is None and instrs[ip].exn is None
+                if self.parent is None and instrs[ip].exn is None:
+                    long_loop = n > config.max_python_loop_iterations and _python_loop(self, ip) or \
+                        n > config.max_loop_iterations
             ins = instrs[ip]
             self.ip = ip + 1
             self.step = trace.steps
@@ -280,7 +287,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             if self.break_next is not None:
                 handler = _raise_pending
             elif long_loop:
-                handler = _long_loop
+                handler = long_loop if callable(long_loop) else _long_loop
             elif trace.steps >= config.max_trace_steps:
                 handler = _too_long
             trace.steps += 1
@@ -337,6 +344,28 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
 def _long_loop(frame, ins):
     raise Unsupported(f"a loop runs more than {config.max_loop_iterations} times in one trace",
                       kind="long_loop", hint="the loop runs with its body compiled once, not unrolled")
+
+
+def _python_loop(frame, ip: int):
+    """The break for a loop at ``ip`` that ran past
+    ``config.max_python_loop_iterations`` without recording a tensor
+    operation -- nor did any loop around it that the break would take (the
+    outermost reached one, see break_plan) -- else None.
+
+    Unrolling such a loop buys nothing a backend sees, and thousands of
+    iterations (a queue filled in a loop) would cost seconds of tracing per
+    retrace: it runs natively instead, body not compiled."""
+    from ..resume import outermost_loop
+    lp = outermost_loop(frame.code, ip, set(frame.head_steps))
+    if lp is None or frame.head_ops.get(lp.head, -1) != frame.trace.graph.op_count:
+        return None
+    return _native_loop
+
+
+def _native_loop(frame, ins):
+    raise Unsupported(f"a loop ran {config.max_python_loop_iterations} times in one trace with no tensor "
+                      "operation", kind="python_loop",
+                      hint="the loop runs natively (config.max_python_loop_iterations sets the limit)")
 
 
 def _too_long(frame, ins):

@@ -101,6 +101,14 @@ def wrap(tx, obj, source: Source | None) -> Value:
             # one object reached through two paths: later calls must alias the same way
             guards.add(Guard("ALIAS", source, others=(known.source,)))
         return known
+    if t is collections.deque and source is not None:
+        if len(obj) > MAX_WRAPPED_DICT:
+            # (a long queue: every item wrapped and guarded on each call, and
+            # the whole queue rewritten after the graph, would cost more than
+            # running its use natively)
+            return _opaque_container(tx, obj, source, f"a deque of {len(obj)} items", "unsupported_object")
+        from .deques import wrap_existing_deque
+        return wrap_existing_deque(tx, obj, source)
     if t is list:
         _type_len(guards, source, obj)
         value = ListValue([], source)

@@ -29,6 +29,7 @@ from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, Nam
                          RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .itertools_more import MORE_ITERTOOLS_HANDLERS
+from .deques import construct_deque
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
@@ -629,9 +630,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
 }
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
-# NOTE: collections.deque (values/deques.py) is not registered yet: CPython's
-# test_deque fills queues in 100k-step loops, and tracing them all exceeds its
-# time budget; it needs a bound on traced loop steps first.
+BUILTIN_HANDLERS[collections.deque] = lambda tx, args, kwargs: construct_deque(tx, args, kwargs)
 BUILTIN_HANDLERS[object.__new__] = new_object
 
 

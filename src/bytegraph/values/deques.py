@@ -244,27 +244,81 @@ def _equal_item(tx, a: Value, b: Value) -> bool:
     return eq
 
 
+def _scan(tx, dq, x, start: int = 0, stop=None, changed=RuntimeError):
+    """``(index, item == x)`` for the items from ``start`` to ``stop``, as
+    CPython's deque searches run: the item asked first (``item == x``), and
+    a search whose comparison changed the deque fails with ``changed`` (a
+    real iterator over the real deque of items tells, as CPython's state
+    counter does; a match ends the search before that check)."""
+    it = iter(dq.items)
+    for _ in range(start):
+        next(it)
+    n = len(dq.items) if stop is None else stop
+    for i in range(start, n):
+        try:
+            v = next(it)
+        except RuntimeError:
+            tx.raise_python_exception(changed("deque mutated during iteration"))
+        except StopIteration:  # (shrunk without a state change: cannot happen in CPython)
+            raise Unsupported("a deque search over a deque changed under it", kind="unsupported_method")
+        eq = _equal_item(tx, v, x)
+        yield i, eq
+        if i + 1 < n:
+            continue
+        # CPython checks the state after the last comparison too
+        try:
+            next(it, None)
+        except RuntimeError:
+            tx.raise_python_exception(changed("deque mutated during iteration"))
+
+
+def _not_in(tx, x):
+    if not x.is_constant():
+        raise Unsupported(f"the message of deque's ValueError names a {x.type_name()}", kind="unsupported_method")
+    tx.raise_python_exception(ValueError(f"{x.as_constant()!r} is not in deque"))
+
+
 def _count(tx, dq, x):
-    return const(sum(_equal_item(tx, v, x) for v in list(dq.items)))
+    return const(sum(eq for _, eq in _scan(tx, dq, x)))
+
+
+def _slice_index(tx, v: Value, n: int) -> int:
+    i = v.as_constant() if v.is_constant() else None
+    if i is None or not hasattr(type(i), "__index__") or isinstance(i, float):
+        raise Unsupported("deque.index bounds that are not ints", kind="unsupported_method")
+    i = i.__index__()
+    if i < 0:
+        i = max(i + n, 0)
+    return i
 
 
 def _index(tx, dq, x, start=None, stop=None):
-    if start is not None or stop is not None:
-        raise Unsupported("deque.index with bounds", kind="unsupported_method")
-    for i, v in enumerate(list(dq.items)):
-        if _equal_item(tx, v, x):
+    n = len(dq.items)
+    lo = 0 if start is None else _slice_index(tx, start, n)
+    hi = n if stop is None else min(_slice_index(tx, stop, n), n)
+    lo = min(lo, hi)
+    for i, eq in _scan(tx, dq, x, lo, hi):
+        if eq:
             return const(i)
-    tx.raise_python_exception(ValueError(f"{x.type_name()} is not in deque"))
+    _not_in(tx, x)
 
 
 def _remove(tx, dq, x):
-    for i, v in enumerate(dq.items):
-        if _equal_item(tx, v, x):
+    # (3.11: IndexError when a comparison changed the deque)
+    for i, eq in _scan(tx, dq, x, changed=IndexError):
+        if eq:
             dq._changed(tx)
             check_release(dq.items[i])
             del dq.items[i]
             return NONE
-    tx.raise_python_exception(ValueError("deque.remove(x): x not in deque"))
+    _not_in(tx, x)
+
+
+def _contains(tx, dq, x):
+    for _, eq in _scan(tx, dq, x):
+        if eq:
+            return const(True)
+    return const(False)
 
 
 def _insert(tx, dq, i, x):
@@ -306,6 +360,7 @@ _METHODS = {
     "append": _append, "appendleft": _appendleft, "extend": _extend, "extendleft": _extendleft,
     "pop": _pop_right, "popleft": _popleft, "rotate": _rotate, "clear": _clear, "copy": _copy,
     "reverse": _reverse, "count": _count, "index": _index, "remove": _remove, "insert": _insert,
+    "__contains__": _contains,
 }
 
 
@@ -339,3 +394,26 @@ def wrap_existing_deque(tx, obj: collections.deque, source) -> DequeValue:
     tx.side_effects.track_existing(obj, value)
     value.items = collections.deque(tx.wrap(item, ItemSource(source, i)) for i, item in enumerate(obj))
     return value
+
+
+def deque_compare(tx, op: str, a: DequeValue, b: DequeValue) -> Value:
+    """``a op b`` for two deques, as CPython's deque_richcompare: ``==``/``!=``
+    decided by identity and length first, then the items walked pairwise
+    (``==`` asked first; the first unequal pair decides with ``op``), then the
+    lengths.  A comparison that changes either deque fails as its iterator does."""
+    from .operators import compare, same_object
+    if op in ("==", "!="):
+        if same_object(tx, a, b) or len(a.items) != len(b.items):
+            eq = same_object(tx, a, b)
+            return const(eq if op == "==" else not eq)
+    ia, ib = DequeIteratorValue(a), DequeIteratorValue(b)
+    while True:
+        x = ia.next(tx)
+        y = ib.next(tx)
+        if x is None or y is None:
+            break
+        if not _equal_item(tx, x, y):
+            return compare(tx, op, x, y)
+    na, nb = x is not None, y is not None   # (which one has items left)
+    return const({"<": nb and not na, "<=": not na, "==": not na and not nb, "!=": na or nb,
+                  ">": na and not nb, ">=": not nb}[op])

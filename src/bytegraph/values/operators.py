@@ -360,6 +360,9 @@ def compare(tx, op: str, a: Value, b: Value) -> Value:
         return _fold(tx, fn, const(_seq_key(tx, a)), const(_seq_key(tx, b)))
     if isinstance(a, SetValue) and isinstance(b, SetValue):
         return const(fn(set(a.elements), set(b.elements)))  # subset / superset
+    from .deques import DequeValue, deque_compare
+    if isinstance(a, DequeValue) and isinstance(b, DequeValue):
+        return deque_compare(tx, op, a, b)
     raise Unsupported(f"comparison {op} of {a.type_name()} and {b.type_name()}", kind="unsupported_operator")
 
 

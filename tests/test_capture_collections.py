@@ -1,0 +1,339 @@
+"""collections.deque / Counter / OrderedDict / defaultdict and user-hashed
+keys captured without graph breaks: compiled vs eager (results, the
+pre-existing objects afterwards, their identity, exceptions), and one graph
+with no break or fallback (a counting backend)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+import bytegraph
+from bytegraph import config, diagnostics
+
+from conftest import CountingBackend
+
+
+def t(*v):
+    return torch.tensor(v, dtype=torch.float32) if v else torch.randn(3)
+
+
+def _norm(obj, memo=None):
+    """A comparable picture of ``obj``: containers by type and contents,
+    tensors by value, exceptions by type and message."""
+    if isinstance(obj, torch.Tensor):
+        return ("tensor", tuple(obj.shape), obj.detach().flatten().tolist())
+    if isinstance(obj, BaseException):
+        return ("exc", type(obj).__name__, str(obj))
+    if isinstance(obj, collections.deque):
+        return ("deque", [_norm(v) for v in obj], obj.maxlen)
+    if isinstance(obj, dict):
+        extra = (obj.default_factory,) if isinstance(obj, collections.defaultdict) else ()
+        return (type(obj).__name__, [(_norm(k), _norm(v)) for k, v in obj.items()]) + extra
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, [_norm(v) for v in obj])
+    if isinstance(obj, (set, frozenset)):
+        return (type(obj).__name__, sorted(repr(_norm(v)) for v in obj))
+    if hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
+        return ("object", type(obj).__qualname__, _norm(vars(obj)))
+    return obj
+
+
+def _call(fn, args):
+    try:
+        return fn(*args), None
+    except Exception as e:  # noqa: BLE001 -- compared by type and message
+        return None, e
+
+
+def check(fn, make_args, *, calls=2, graphs=1, breaks=0, same_result_as_arg=None, fallbacks=0):
+    """Run ``fn`` eagerly and compiled on fresh equal arguments (``make_args()``)
+    ``calls`` times; compare results, exceptions and the arguments afterwards
+    (mutated in place: the same objects, changed the same way).  Then the
+    capture: ``graphs`` graphs, ``breaks`` breaks, no fallback."""
+    be = CountingBackend()
+    compiled = bytegraph.compile(fn, backend=be)
+    events = []
+
+    def listener(event, payload):
+        if event in ("fallback", "break"):
+            events.append(str(payload))
+
+    diagnostics.add_listener(listener)
+    try:
+        for _ in range(calls):
+            torch.manual_seed(0)
+            eager_args = make_args()
+            torch.manual_seed(0)
+            comp_args = make_args()
+            ids = [id(a) for a in comp_args]
+            expected, eexc = _call(fn, eager_args)
+            actual, aexc = _call(compiled, comp_args)
+            assert _norm(aexc) == _norm(eexc), (aexc, eexc)
+            assert _norm(actual) == _norm(expected)
+            assert _norm(comp_args) == _norm(eager_args), "arguments afterwards differ"
+            assert [id(a) for a in comp_args] == ids
+            if same_result_as_arg is not None and eexc is None:
+                assert (actual is comp_args[same_result_as_arg]) == (expected is eager_args[same_result_as_arg])
+    finally:
+        diagnostics.remove_listener(listener)
+    stats = bytegraph.stats()
+    why = f"{events}; {stats}"
+    if graphs is not None:
+        assert be.count == graphs, why
+    if breaks is not None:
+        assert stats.graph_breaks == breaks, why
+    if fallbacks is not None:
+        assert stats.eager_fallbacks == fallbacks, why
+    return be
+
+
+# ---------------------------------------------------------------------------
+# collections.deque
+
+
+def test_deque_made_in_the_frame_every_method():
+    def f(x):
+        d = collections.deque([1, 2, 3, 2], maxlen=6)
+        d.append(4)
+        d.appendleft(0)
+        d.append(5)           # maxlen: drops 0 from the left
+        d.extend([6])         # drops 1
+        d.extendleft([-1])    # drops 6 from the right
+        a = d.pop()
+        b = d.popleft()
+        d.rotate(2)
+        d.rotate(-1)
+        d.rotate()
+        n2 = d.count(2)
+        i3 = d.index(3)
+        d.remove(2)
+        d.insert(1, 7)
+        d.reverse()
+        c = d.copy()
+        c.clear()
+        e = collections.deque(range(5), 3)
+        it = [v for v in d]
+        return (x * a + b, n2, i3, list(d), d.maxlen, len(d), 4 in d, 99 in d, d[0], d[-1], it, len(c),
+                list(e), e.maxlen, d == collections.deque(list(d)), d != e, collections.deque([1, 2]) <
+                collections.deque([1, 3]), collections.deque([1]) < collections.deque([1, 0]), bool(c))
+    check(f, lambda: (t(1, 2),))
+
+
+def test_deque_index_with_bounds_like_cpython():
+    def f(x):
+        d = collections.deque("ABCABC")
+        return x + 1, [d.index("B", s, e) if "B" in "ABCABC"[s:e] else -1
+                       for s in range(-8, 8, 3) for e in range(-8, 8, 3)]
+    check(f, lambda: (t(1),))
+
+
+def test_existing_deque_argument_mutated_in_place():
+    def f(x, d):
+        d.append(x * 2)
+        d.appendleft(x)
+        first = d.popleft()
+        d.rotate(1)
+        d[0] = d[0] + 1
+        d.extend([x, x])
+        return first + d[-1], len(d), d.maxlen
+
+    check(f, lambda: (t(1, 2), collections.deque([t(1, 1), t(2, 2)], maxlen=4)))
+
+
+def test_existing_deque_attribute_and_identity():
+    class Holder:
+        def __init__(self):
+            self.q = collections.deque([1, 2, 3])
+
+    def f(x, h):
+        q = h.q
+        q.append(len(q))
+        q.popleft()
+        return x * q[0], q
+
+    check(f, lambda: (t(1), Holder()))
+    h = Holder()
+    comp = bytegraph.compile(f, backend="eager")
+    q = h.q
+    _, r = comp(t(1), h)
+    assert r is q and h.q is q and list(q) == [2, 3, 3]
+
+
+def test_deque_returned_and_stored_in_a_global():
+    def f(x):
+        global STORED
+        STORED = collections.deque([x, x + 1], maxlen=2)
+        STORED.append(x + 2)
+        return STORED
+
+    check(f, lambda: (t(1),))
+    assert isinstance(STORED, collections.deque) and STORED.maxlen == 2
+
+
+@pytest.mark.parametrize("op", ["pop", "popleft", "index", "remove", "maxlen", "getitem", "insert_full",
+                                "rotate_type"])
+def test_deque_exceptions_like_cpython(op):
+    def f(x):
+        d = collections.deque([1, 2], maxlen=2)
+        e = collections.deque()
+        try:
+            if op == "pop":
+                e.pop()
+            elif op == "popleft":
+                e.popleft()
+            elif op == "index":
+                d.index(5)
+            elif op == "remove":
+                d.remove(5)
+            elif op == "maxlen":
+                collections.deque([], -1)
+            elif op == "getitem":
+                d[2]
+            elif op == "insert_full":
+                d.insert(0, 3)
+            else:
+                d.rotate("a")
+        except Exception as exc:  # noqa: BLE001
+            return x + 1, type(exc).__name__, str(exc)
+        return x
+    check(f, lambda: (t(1),), breaks=None if op == "rotate_type" else 0, graphs=None)
+
+
+@pytest.mark.parametrize("method", ["count", "index", "remove", "contains"])
+def test_deque_search_whose_comparison_mutates_raises_like_cpython(method):
+    class Mutating:
+        def __init__(self, d):
+            self.d = d
+
+        def __eq__(self, other):
+            self.d.append(0)
+            return False
+
+    def f(x):
+        d = collections.deque([1, 2])
+        d.appendleft(Mutating(d))
+        try:
+            if method == "contains":
+                r = 5 in d
+            else:
+                r = getattr(d, method)(5)
+        except Exception as exc:  # noqa: BLE001
+            return x + 1, type(exc).__name__, str(exc), len(d)
+        return x, r
+
+    check(f, lambda: (t(1),))
+
+
+def test_deque_changed_while_iterated_raises():
+    def f(x):
+        d = collections.deque([1, 2, 3])
+        try:
+            for v in d:
+                if v == 2:
+                    d.append(4)
+        except RuntimeError as exc:
+            return x + 1, str(exc), list(d)
+        return x
+
+    check(f, lambda: (t(1),))
+
+
+def test_deque_empty_pop_escapes_as_index_error():
+    def f(x, d):
+        d.append(x)
+        d.pop()
+        return d.pop()
+
+    # (the trace sees the frame raise: that outcome is cached and runs natively)
+    check(f, lambda: (t(1), collections.deque()), graphs=None, fallbacks=1)
+
+
+def test_deque_of_tensors_in_a_loop_is_unrolled():
+    def f(x):
+        window = collections.deque(maxlen=3)
+        for i in range(6):
+            x = x * 2 + i
+            window.append(x)
+        return sum(window), len(window)
+    be = check(f, lambda: (t(1, 2),))
+    assert be.count == 1
+
+
+def test_deque_passed_in_and_returned_keeps_identity():
+    def f(x, d):
+        d.append(1)
+        return d
+
+    check(f, lambda: (t(1), collections.deque([0])), graphs=None, same_result_as_arg=1)
+
+
+# ---------------------------------------------------------------------------
+# long pure-Python loops run natively
+
+
+def test_long_loop_without_tensor_work_runs_natively(monkeypatch):
+    monkeypatch.setattr(config, "max_python_loop_iterations", 50)
+    records = []
+
+    def listener(event, payload):
+        if event == "break":
+            records.append(payload)
+
+    def f(x):
+        d = collections.deque()
+        for i in range(200):
+            d.append(i)
+        total = 0
+        while d:
+            total += d.popleft()
+        return x + total
+
+    diagnostics.add_listener(listener)
+    try:
+        comp = bytegraph.compile(f, backend="eager")
+        for _ in range(2):
+            assert torch.equal(comp(t(1)), f(t(1)))
+    finally:
+        diagnostics.remove_listener(listener)
+    assert records and all(r.kind == "python_loop" for r in records)
+    # the loops' bodies ran as they are: nothing compiled per iteration
+    assert bytegraph.stats().recompiles == 0
+
+
+def test_long_loop_with_tensor_work_is_still_unrolled(monkeypatch):
+    monkeypatch.setattr(config, "max_python_loop_iterations", 5)
+
+    def f(x):
+        for i in range(20):
+            x = x + i
+        return x
+
+    check(f, lambda: (t(1),))
+
+
+def test_long_loop_nested_in_a_loop_with_tensor_work_is_still_unrolled(monkeypatch):
+    monkeypatch.setattr(config, "max_python_loop_iterations", 5)
+
+    def f(x):
+        for i in range(3):
+            x = x * 2
+            s = 0
+            for j in range(10):
+                s += j
+            x = x + s
+        return x
+
+    check(f, lambda: (t(1),))
+
+
+def test_short_pure_loops_still_unroll():
+    def f(x):
+        d = collections.deque()
+        for i in range(200):
+            d.append(i)
+        return x + sum(d)
+
+    check(f, lambda: (t(1),))
