@@ -19,6 +19,8 @@ objects and dead cells (C7).
 
 from __future__ import annotations
 
+import collections
+
 import types
 from typing import Dict, List, Tuple
 
@@ -385,6 +387,14 @@ class Codegen:
             return
         if isinstance(target, DictValue):
             self._replay_key_ops(target)
+            if target.cls is collections.Counter:
+                # (Counter.update adds counts: dict's own update writes them)
+                self.push_callable(dict.update)
+                self.load_target(target)
+                self.emit("LOAD_FAST", temp)
+                self.call(2)
+                self.emit("POP_TOP")
+                return
         else:
             self.load_target(target)
             self.call_method("clear", lambda: 0)

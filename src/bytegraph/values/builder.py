@@ -125,7 +125,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         value = NamedTupleValue([wrap(tx, item, _item(source, i)) for i, item in enumerate(obj)], t, source)
         value.real = obj if source is not None else None
         return value
-    if t in (dict, collections.OrderedDict, collections.defaultdict):
+    if t in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if t is dict and _is_module_dict(obj):
             # (a module's globals handed around, e.g. to exec: every entry
             # wrapped and the keys guarded, on every frame it reaches, and any
@@ -152,6 +152,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
                 # its order is its dict's, it is in step with it, and it has
                 # no attributes (a copy, pickling or a method read would see them)
                 guards.add(Guard("ODICT_KEYS", source, keys))
+            if t in (collections.OrderedDict, collections.Counter):
                 guards.add(Guard("LEN_MATCH", AttrSource(source, "__dict__"), 0))
         value = DictValue(source=source, cls=t)
         if t is collections.defaultdict:

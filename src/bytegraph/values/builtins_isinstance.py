@@ -210,7 +210,10 @@ _GENERIC_GETATTRIBUTE = frozenset(
     t.__dict__["__getattribute__"] for t in [*vars(__import__("builtins")).values(), types.ModuleType]
     if isinstance(t, type) and "__getattribute__" in t.__dict__) | {
     # ``int | None``: C code that forwards only ``__module__`` to the type
-    types.UnionType.__dict__["__getattribute__"]}
+    types.UnionType.__dict__["__getattribute__"],
+    # generators: PyObject_GenericGetAttr set on the type itself (``Counter(gen)``
+    # asks ``isinstance(gen, Mapping)``)
+    types.GeneratorType.__dict__["__getattribute__"]}
 
 
 def _has_bases(tx, v: Value) -> bool:

@@ -30,6 +30,7 @@ from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, Nam
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .itertools_more import MORE_ITERTOOLS_HANDLERS
 from .deques import construct_deque
+from .counters import COUNTER_HANDLERS
 from .builtins_isinstance import _isinstance, _issubclass
 from .frame_builtins import dir_, id_, locals_, super_, vars_
 from .exceptions import ExceptionValue, TracebackValue, construct_exception
@@ -631,6 +632,7 @@ BUILTIN_HANDLERS: Dict[object, Handler] = {
 BUILTIN_HANDLERS.update(ITERATION_HANDLERS)
 BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 BUILTIN_HANDLERS[collections.deque] = lambda tx, args, kwargs: construct_deque(tx, args, kwargs)
+BUILTIN_HANDLERS.update(COUNTER_HANDLERS)
 BUILTIN_HANDLERS[object.__new__] = new_object
 
 

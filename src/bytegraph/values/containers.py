@@ -525,6 +525,9 @@ class DictValue(Value):
 
     def getitem(self, tx, key: Value) -> Value:
         hit = self.entries.get(key_of(key))
+        if hit is None and self.cls is collections.Counter:
+            from .counters import missing
+            return missing(tx, self, key)  # (Counter.__missing__: 0, nothing stored)
         if hit is None:
             factory = self.default_factory
             if factory is not None and not is_none(factory):
@@ -576,6 +579,8 @@ class DictValue(Value):
     def get_attr(self, tx, name):
         if name == "default_factory" and self.cls is collections.defaultdict:
             return self.default_factory
+        if name == "__class__":
+            return tx.wrap(self.cls, None)  # (none of the modelled classes defines its own)
         return super().get_attr(tx, name)
 
     def set_attr(self, tx, name, value):

@@ -27,6 +27,7 @@ from .containers import DictValue, DictViewValue, TupleValue, check_arity, key_o
 _MISSING = object()
 OrderedDict = collections.OrderedDict
 defaultdict = collections.defaultdict
+Counter = collections.Counter
 
 
 def raise_key_error(tx, key) -> None:
@@ -276,11 +277,18 @@ _CLASS_METHODS: Dict[type, Dict[str, Callable]] = {
     defaultdict: {**_DICT_METHODS, "copy": _copy, "__copy__": _copy},
     OrderedDict: {**_DICT_METHODS, "copy": _copy, "setdefault": _od_setdefault, "pop": _od_pop,
                   "popitem": _od_popitem},
+    # (what Counter defines in Python runs in the trace: values.counters)
+    collections.Counter: _DICT_METHODS,
 }
 
 
 def call_dict_method(tx, d: DictValue, name: str, args, kwargs):
     """``d.name(*args, **kwargs)``, or None when the method is not modelled."""
+    if d.cls is Counter:
+        from .counters import call_counter_method
+        out = call_counter_method(tx, d, name, args, kwargs)
+        if out is not None:
+            return out
     handler = _CLASS_METHODS.get(d.cls, {}).get(name)
     if handler is None:
         return None

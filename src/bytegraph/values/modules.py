@@ -205,6 +205,10 @@ class SuperValue(Value):
                 if on_class:
                     if isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
                         return tx.wrap(attr, src)  # (unbound: __get__(None, cls) is the descriptor)
+                elif klass is dict and isinstance(self.receiver, DictValue):
+                    # dict's own method of a modelled dict subclass (Counter): the same table
+                    from .counters import DictSuperMethod
+                    return DictSuperMethod(self.receiver, name)
                 elif isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType)):
                     # a C method (``super().update(...)`` in a dict subclass): bound to the receiver
                     return BoundMethodValue(tx.wrap(attr, src), self.receiver)

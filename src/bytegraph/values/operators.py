@@ -197,6 +197,11 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
         return _repeated(tx, a, b.as_constant())
     if isinstance(b, BaseListValue) and plain is operator.mul and a.is_constant():
         return _repeated(tx, b, a.as_constant())
+    if isinstance(a, DictValue) and isinstance(b, DictValue):
+        from .counters import counter_binary
+        out = counter_binary(tx, fn, plain, a, b)
+        if out is not None:
+            return out
     if isinstance(a, DictValue) and isinstance(b, DictValue) and plain is operator.or_:
         if fn is operator.ior:
             a.call_method(tx, "update", [b], {})  # dict's |= and OrderedDict's are an update
@@ -218,6 +223,11 @@ def unary_op(tx, fn: Callable, a: Value) -> Value:
         return _fold(tx, fn, a)
     if is_pure_python_instance(a) and fn in UNARY_DUNDERS:
         return user_unary_op(tx, fn, a)
+    if isinstance(a, DictValue):
+        from .counters import counter_unary
+        out = counter_unary(tx, fn, a)
+        if out is not None:
+            return out
     raise Unsupported(f"operator {fn.__name__} on {a.type_name()}", kind="unsupported_operator")
 
 
@@ -352,6 +362,11 @@ def compare(tx, op: str, a: Value, b: Value) -> Value:
         return _fold(tx, fn, a, b)
     if handles_compare(a, b):
         return user_compare(tx, op, a, b)
+    if isinstance(a, DictValue) and isinstance(b, DictValue):
+        from .counters import counter_compare
+        out = counter_compare(tx, op, a, b)
+        if out is not None:
+            return out
     if op in ("==", "!="):
         eq = _equal(tx, a, b)
         if eq is not None:
@@ -401,6 +416,10 @@ def _equal(tx, a: Value, b: Value, item: bool = False):
                 return e
         return True
     if isinstance(a, DictValue) and isinstance(b, DictValue):
+        from .counters import counter_compare
+        out = counter_compare(tx, "==", a, b)
+        if out is not None:
+            return out.truth(tx)
         from .dict_methods import dict_equal
         return dict_equal(tx, a, b, _equal)
     if isinstance(a, SetValue) and isinstance(b, SetValue):
