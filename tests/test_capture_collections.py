@@ -465,3 +465,145 @@ def test_defaultdict_with_a_user_factory_object():
         return d2["q"] + 1, dict(d), fac.made, d.default_factory is fac
 
     check(f, lambda: (t(1), Factory()))
+
+
+# ---------------------------------------------------------------------------
+# keys of their own __hash__/__eq__
+
+
+class Key:
+    def __init__(self, name):
+        self.name = name
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Key) and other.name == self.name
+
+
+class StrLikeKey(Key):
+    """Equal to the str of its name too (a str key and it are one key)."""
+
+    def __eq__(self, other):
+        return other == self.name if isinstance(other, str) else isinstance(other, Key) and other.name == self.name
+
+    __hash__ = Key.__hash__
+
+
+class Colliding(Key):
+    """Every instance hashes alike: lookups walk the stored keys by __eq__."""
+
+    def __hash__(self):
+        return 7
+
+
+def test_user_hashed_keys_in_a_dict_made_in_the_frame():
+    def f(x, k):
+        d = {Key("a"): 1, Key("b"): 2}
+        d[Key("a")] = 5                 # the stored Key("a") object stays, its value changes
+        d[k] = 7
+        e = {k: x}
+        first = next(iter(d))
+        return (x * d[Key("a")] + d[k], len(d), Key("b") in d, Key("z") in d, d.get(Key("q"), 0),
+                e[Key("w")], d.pop(Key("b")), len(d), first.name, d.setdefault(Key("n"), 3), list(d.values()))
+    check(f, lambda: (t(1, 2), Key("w")))
+
+
+def test_user_hashed_key_lookup_misses_raise_key_error():
+    def f(x):
+        d = {Key("a"): 1}
+        try:
+            d[Key("b")]
+        except KeyError as e:
+            return x + 1, e.args[0].name
+        return x
+    check(f, lambda: (t(1),))
+
+
+def test_user_key_equal_to_a_str_key_is_that_key():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        d[StrLikeKey("a")] = 10          # lands on the "a" entry: "a" == key is asked (reflected)
+        e = {StrLikeKey("b"): 1}
+        e["b"] = 2                       # the stored key's __eq__ says yes
+        return x + 1, list(d.items()), [(type(k).__name__, v) for k, v in e.items()], "a" in d
+    check(f, lambda: (t(1),))
+
+
+def test_colliding_hashes_compare_in_insertion_order():
+    def f(x):
+        d = {}
+        for name in "abcab":
+            d[Colliding(name)] = d.get(Colliding(name), 0) + 1
+        del d[Colliding("b")]
+        d[Colliding("b")] = 9
+        return x + len(d), [(k.name, v) for k, v in d.items()]
+    check(f, lambda: (t(1),))
+
+
+def test_counter_of_user_keys():
+    def f(x):
+        c = collections.Counter([Key("a"), Key("b"), Key("a")])
+        return x * c[Key("a")], [(k.name, n) for k, n in c.items()], c[Key("zz")], c.most_common(1)[0][0].name
+    check(f, lambda: (t(1),))
+
+
+def test_user_hash_unknown_while_tracing_breaks_cleanly():
+    class TensorHash:
+        def __init__(self, t):
+            self.t = t
+
+        def __hash__(self):
+            return int(self.t.sum())
+
+        def __eq__(self, other):
+            return self is other
+
+    def f(x):
+        d = {TensorHash(x): 1}
+        return x + 1, len(d)
+
+    check(f, lambda: (t(1),), graphs=None, breaks=None)
+
+
+def test_user_hash_with_side_effects_breaks_cleanly():
+    calls = []
+
+    class Noisy(Key):
+        def __hash__(self):
+            calls.append(self.name)
+            return hash(self.name)
+
+    def f(x):
+        d = {Noisy("a"): 1}
+        d[Noisy("a")] += 1
+        return x + 1, list(d.values())
+
+    check(f, lambda: (t(1),), graphs=None, breaks=None)
+    assert calls == ["a", "a", "a"] * 4   # eager and compiled, twice each: each once per dict operation
+
+
+def test_unhashable_user_class_raises_type_error():
+    class NoHash:
+        def __eq__(self, other):
+            return True
+
+    def f(x):
+        try:
+            {NoHash(): 1}
+        except TypeError as e:
+            return x + 1, str(e)
+        return x
+    check(f, lambda: (t(1),))
+
+
+def test_identity_hashed_objects_still_key_by_identity():
+    class Plain:
+        pass
+
+    def f(x, p):
+        q = Plain()
+        d = {p: 1, q: 2}
+        return x + d[p] + d[q], len(d), Plain() in d
+    check(f, lambda: (t(1), Plain()))

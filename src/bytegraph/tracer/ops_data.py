@@ -80,7 +80,7 @@ class DataOps:
 
     def BUILD_MAP(self, ins):
         flat = self.popn(2 * ins.arg)
-        self.stack.append(DictValue.from_pairs(zip(flat[::2], flat[1::2])))
+        self.stack.append(DictValue.from_pairs(zip(flat[::2], flat[1::2]), tx=self))
 
     def BUILD_CONST_KEY_MAP(self, ins):
         keys = self.stack.pop().as_constant()

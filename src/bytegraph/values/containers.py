@@ -491,10 +491,10 @@ class DictValue(Value):
         return sum(op[0] != "clear" for op in self.key_log)
 
     @staticmethod
-    def from_pairs(pairs, source=None, cls=dict) -> "DictValue":
+    def from_pairs(pairs, source=None, cls=dict, tx=None) -> "DictValue":
         d = DictValue(source=source, cls=cls)
         for k, v in pairs:
-            d.put(k, v)
+            d.put(k, v, tx)
         return d
 
     def python_type(self):
@@ -524,7 +524,7 @@ class DictValue(Value):
         return self.keys()
 
     def getitem(self, tx, key: Value) -> Value:
-        hit = self.entries.get(key_of(key))
+        hit = self.entries.get(self.hkey(tx, key))
         if hit is None and self.cls is collections.Counter:
             from .counters import missing
             return missing(tx, self, key)  # (Counter.__missing__: 0, nothing stored)
@@ -538,13 +538,23 @@ class DictValue(Value):
             raise_key_error(tx, key)
         return hit[1]
 
-    def contains(self, key: Value) -> bool:
-        return key_of(key) in self.entries
+    def hkey(self, tx, key: Value):
+        """``key_of(key)``, or with ``tx`` and a key of its own ``__hash__``
+        (given or stored), the entry CPython's lookup lands on, its
+        ``__hash__``/``__eq__`` calls traced (``user_keys``)."""
+        if tx is not None:
+            from .user_keys import has_user_keys, needs_user_hash, resolve_key
+            if needs_user_hash(key) or has_user_keys(self.entries):
+                return resolve_key(tx, self.entries, key)
+        return key_of(key)
 
-    def put(self, key: Value, value: Value) -> None:
+    def contains(self, key: Value, tx=None) -> bool:
+        return self.hkey(tx, key) in self.entries
+
+    def put(self, key: Value, value: Value, tx=None, hk=None) -> None:
         """``self[key] = value`` in the table: an equal key already there keeps
         its own key object (``{1: a, 1.0: b}`` is ``{1: b}``)."""
-        hk = key_of(key)
+        hk = self.hkey(tx, key) if hk is None else hk
         old = self.entries.get(hk)
         if old is None:
             self.key_log.append(("ins", key))
@@ -552,20 +562,22 @@ class DictValue(Value):
         else:
             self.entries[hk] = (old[0], value)
 
-    def store(self, tx, key: Value, value: Value) -> None:
+    def store(self, tx, key: Value, value: Value, hk=None) -> None:
         """``put`` as a mutation of this dict (replayed if it existed before the trace)."""
-        key_of(key)  # (an unhashable key raises before anything changes)
+        if hk is None:
+            hk = self.hkey(tx, key)  # (an unhashable key raises before anything changes)
         tx.side_effects.mutate(self)
-        self.put(key, value)
+        self.put(key, value, hk=hk)
 
     def setitem(self, tx, key: Value, value: Value):
-        old = self.entries.get(key_of(key))
+        hk = self.hkey(tx, key)
+        old = self.entries.get(hk)
         if old is not None:
             check_release(old[1])
-        self.store(tx, key, value)
+        self.store(tx, key, value, hk=hk)
 
     def delitem(self, tx, key: Value):
-        hk = key_of(key)
+        hk = self.hkey(tx, key)
         old = self.entries.get(hk)
         if old is None:
             from .dict_methods import raise_key_error

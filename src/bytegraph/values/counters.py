@@ -133,9 +133,9 @@ def _count_elements(tx, args, kwargs):
     from .. import config
     n = 0
     while (elem := it.next(tx)) is not None:
-        from .containers import key_of
-        hit = d.entries.get(key_of(elem))
-        d.setitem(tx, elem, const(1) if hit is None else binary_op(tx, operator.add, hit[1], const(1)))
+        hk = d.hkey(tx, elem)
+        hit = d.entries.get(hk)
+        d.store(tx, elem, const(1) if hit is None else binary_op(tx, operator.add, hit[1], const(1)), hk=hk)
         n += 1
         if n > config.max_generator_items:
             raise Unsupported("counting an endless iterator", kind="generator")

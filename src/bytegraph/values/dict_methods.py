@@ -57,7 +57,7 @@ def _items(tx, d, /):
 
 
 def _get(tx, d, key, default=NONE, /):
-    hit = d.entries.get(key_of(key))
+    hit = d.entries.get(d.hkey(tx, key))
     return hit[1] if hit else default
 
 
@@ -66,7 +66,7 @@ def _getitem(tx, d, key, /):
 
 
 def _contains(tx, d, key, /):
-    return const(d.contains(key))
+    return const(d.contains(key, tx))
 
 
 def _clear(tx, d, /):
@@ -95,11 +95,11 @@ def _copy(tx, d, /):
 
 def _setdefault_impl(tx, d, key, default):
     # (never __missing__: setdefault asks the table only)
-    hk = key_of(key)
+    hk = d.hkey(tx, key)
     hit = d.entries.get(hk)
     if hit is not None:
         return hit[1]
-    d.store(tx, key, default)
+    d.store(tx, key, default, hk=hk)
     return default
 
 
@@ -112,7 +112,7 @@ def _od_setdefault(tx, d, /, key, default=NONE):
 
 
 def _pop_impl(tx, d, key, default):
-    hk = key_of(key)
+    hk = d.hkey(tx, key)
     hit = d.entries.get(hk)
     if hit is None:
         if default is _MISSING:
@@ -321,6 +321,11 @@ def dict_equal(tx, a: DictValue, b: DictValue, equal_values) -> Optional[bool]:
     """``a == b`` (None: undecided).  Between two OrderedDicts the order of
     the keys counts too; against a plain dict it does not."""
     if set(a.entries) != set(b.entries):
+        from .user_keys import has_user_keys
+        if has_user_keys(a.entries) or has_user_keys(b.entries):
+            # (equal keys of their own __eq__ may be other objects: each
+            # lookup would run it)
+            raise Unsupported("== of dicts with keys of their own __hash__", kind="unsupported_dict")
         return False
     for k, (_, v) in a.entries.items():
         e = equal_values(tx, v, b.entries[k][1], item=True)  # (an item is first compared by identity)

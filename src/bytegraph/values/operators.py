@@ -434,9 +434,9 @@ def _equal(tx, a: Value, b: Value, item: bool = False):
 def contains(tx, container: Value, item: Value) -> bool:
     """``item in container``."""
     if isinstance(container, (DictValue,)):
-        return container.contains(item)
+        return container.contains(item, tx)
     if isinstance(container, DictViewValue) and container.kind == "keys":
-        return container.dict_value.contains(item)
+        return container.dict_value.contains(item, tx)
     if isinstance(container, SetValue):
         return container.contains(item)
     from .object_protocol import InstanceDictValue
