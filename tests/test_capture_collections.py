@@ -607,3 +607,35 @@ def test_identity_hashed_objects_still_key_by_identity():
         d = {p: 1, q: 2}
         return x + d[p] + d[q], len(d), Plain() in d
     check(f, lambda: (t(1), Plain()))
+
+
+def test_deque_iterator_outlives_the_frame():
+    def f(x, d):
+        e = collections.deque([x, x + 1, x + 2])
+        it = iter(e)
+        first = next(it)
+        it2 = iter(d)
+        next(it2)
+        return first * 2, it, e, it2
+
+    be = CountingBackend()
+    comp = bytegraph.compile(f, backend=be)
+    for _ in range(2):
+        d = collections.deque([1, 2, 3])
+        _, it, e, it2 = comp(t(1), d)
+        assert [v.tolist() for v in it] == [[2.0], [3.0]] and list(it2) == [2, 3]
+        e.append(0)
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0
+
+
+def test_iterator_of_a_changed_deque_still_fails_like_cpython():
+    def f(x):
+        e = collections.deque([1, 2])
+        it = iter(e)
+        e.append(3)
+        return x + 1, it
+
+    comp = bytegraph.compile(f, backend="eager")
+    _, it = comp(t(1))
+    with pytest.raises(RuntimeError):
+        next(it)

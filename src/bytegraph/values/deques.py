@@ -24,12 +24,15 @@ class DequeValue(Value):
     carries a source and is rewritten in place (``clear`` + ``extend``) when
     the trace changed it."""
 
-    __slots__ = ("items", "maxlen")
+    __slots__ = ("items", "maxlen", "changes")
 
     def __init__(self, items: List[Value], maxlen: Optional[int], source=None):
         super().__init__(source)
         # (a real deque of values: both ends O(1), as the program's)
         self.items, self.maxlen = collections.deque(items), maxlen
+        #: operations of the trace that changed it (an iterator made before
+        #: one cannot be rebuilt)
+        self.changes = 0
 
     def python_type(self):
         return collections.deque
@@ -39,6 +42,7 @@ class DequeValue(Value):
 
     # -- state ------------------------------------------------------------
     def _changed(self, tx):
+        self.changes += 1
         tx.side_effects.mutate(self)
 
     def _push(self, tx, v: Value, left: bool) -> None:
@@ -147,26 +151,46 @@ class DequeIteratorValue(LazyIteratorValue):
     """``iter(deque)``: a real iterator over the value's real deque of items,
     which raises ``RuntimeError`` when the deque changed as CPython's does."""
 
-    __slots__ = ("dq", "it")
+    __slots__ = ("dq", "it", "at_change", "taken")
 
     def __init__(self, dq: DequeValue):
         super().__init__()
         self.dq, self.it = dq, iter(dq.items)
+        self.at_change, self.taken = dq.changes, 0
 
     def python_type(self):
         return type(iter(collections.deque()))
 
     def next(self, tx):
         try:
-            return next(self.it, None)
+            v = next(self.it, None)
         except RuntimeError as e:
             tx.raise_python_exception(RuntimeError(*e.args))
+        self.taken += v is not None
+        return v
 
     def children(self):
         return (self.dq,)
 
     def reconstruct(self, cg):
-        raise Unsupported("a deque iterator outlives the trace", kind="generator_object")
+        # A new iterator over the rebuilt deque, advanced as far: only while
+        # the deque is as it was when the iterator was made (else the real
+        # one is poisoned), and a pre-existing deque is not rewritten after
+        # the graph (that would poison the new one).
+        if self.dq.changes != self.at_change or self.dq.source is not None and self.dq.changes:
+            raise Unsupported("an iterator of a deque changed in the trace outlives it", kind="generator_object")
+        cg.push_callable(_iterator_at)
+        cg.reconstruct(self.dq)
+        cg.load_object(self.taken)
+        cg.call(2)
+
+
+def _iterator_at(d: collections.deque, taken: int):
+    """``iter(d)`` advanced by ``taken`` items (run by the compiled code)."""
+    it = iter(d)
+    for _ in range(taken):
+        next(it)
+    return it
 
 
 def _append(tx, dq, v):
