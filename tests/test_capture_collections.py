@@ -639,3 +639,69 @@ def test_iterator_of_a_changed_deque_still_fails_like_cpython():
     _, it = comp(t(1))
     with pytest.raises(RuntimeError):
         next(it)
+
+
+def test_dict_of_user_keys_returned_breaks_at_its_first_key():
+    def f(x):
+        y = x + 1
+        d = {Key("a"): y}
+        d[Key("a")] = y * 2
+        return d
+
+    be = CountingBackend()
+    comp = bytegraph.compile(f, backend=be)
+    for _ in range(2):
+        r = comp(t(1))
+        (k, v), = r.items()
+        assert k.name == "a" and torch.equal(v, t(4))
+    # (then the dict is a pre-existing one, used natively between graphs)
+    assert bytegraph.stats().eager_fallbacks == 0 and bytegraph.stats().graph_breaks == 2
+
+
+def test_user_hash_and_eq_run_once_per_cpython_call():
+    # CPython's setdefault hashes once and compares once (test_dict's test_setdefault_atomic)
+    class Hashed:
+        def __init__(self):
+            self.hash_count = 0
+            self.eq_count = 0
+
+        def __hash__(self):
+            self.hash_count += 1
+            return 42
+
+        def __eq__(self, other):
+            self.eq_count += 1
+            return id(self) == id(other)
+
+    def f(x, h1, h2):
+        y = {h1: 5}
+        y.setdefault(h2, [])
+        return x + 1, h1.hash_count, h2.hash_count, h1.eq_count + h2.eq_count
+
+    check(f, lambda: (t(1), Hashed(), Hashed()), graphs=None, breaks=None)
+
+
+def test_user_hash_raising_after_a_state_change():
+    # test_dict's test_pop: the hash fails once ``fail`` is set
+    class Exc(Exception):
+        pass
+
+    class BadHash:
+        fail = False
+
+        def __hash__(self):
+            if self.fail:
+                raise Exc()
+            return 42
+
+    def f(x):
+        d = {}
+        b = BadHash()
+        d[b] = 42
+        b.fail = True
+        try:
+            d.pop(b)
+        except Exc:
+            return x + 1, len(d)
+        return x
+    check(f, lambda: (t(1),))

@@ -330,6 +330,8 @@ class Codegen:
                 self.reconstruct(item)
             self.emit("BUILD_LIST", arg=len(target.items))
         elif isinstance(target, DictValue):
+            from .values.user_keys import refuse_rehashing
+            refuse_rehashing(target)
             for op in target.key_log:
                 if len(op) > 1:
                     self.stage_value(op[1])

@@ -146,15 +146,27 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         # without its traceback, context and identity: break where it was
         # raised instead, so the native code raises the real one.
         raised = [trace.raise_steps[k][1] for k in counts if k in trace.raise_steps]
+        # Likewise a dict holding keys of their own __hash__ (rebuilding it
+        # would call it again, values.user_keys): break at its first such key.
+        rehashed = [trace.user_key_steps[k][1] for k in counts if k in trace.user_key_steps]
         if plan is None and not config.force_transform and not (trace.graph.op_count > 0 or tensors):
             break  # the original code runs (see below)
-        if not raised:
+        if not raised and not rehashed:
             break
         if fullgraph:
-            raise Unsupported("an exception raised in the trace outlives its handler", kind="raised_exception")
-        why = Unsupported("an exception raised in the trace is used after its handler", kind="raised_exception",
-                          hint="the frame breaks where it is raised")
-        trace, failure = _failure_at(min(raised), why, fn, args, kwargs, policy, backend_name)
+            raise Unsupported("an exception raised in the trace outlives its handler" if raised else
+                              "a dict with keys of their own __hash__ outlives the trace",
+                              kind="raised_exception" if raised else "unsupported_dict")
+        if raised and (not rehashed or min(raised) <= min(rehashed)):
+            why = Unsupported("an exception raised in the trace is used after its handler",
+                              kind="raised_exception", hint="the frame breaks where it is raised")
+            step = min(raised)
+        else:
+            why = Unsupported("a dict with keys of their own __hash__ outlives the trace (rebuilding it would "
+                              "call their __hash__/__eq__ again)", kind="unsupported_dict",
+                              hint="the frame breaks at its first such key")
+            step = min(rehashed)
+        trace, failure = _failure_at(step, why, fn, args, kwargs, policy, backend_name)
     if plan is not None:
         STATS.graph_breaks += 1
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)

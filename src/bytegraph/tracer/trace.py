@@ -46,6 +46,11 @@ class Trace:
         self.guards = GuardSet()
         self.side_effects = SideEffects(self.guards)
         self.global_cache: Dict[tuple, Value] = {}
+        #: a dict key of its own __hash__ was stored in this trace (from then
+        #: on every dict lookup checks for such keys: values.user_keys)
+        self.user_keyed = False
+        #: id(dict value) -> (that value, trace step of its first lookup of such a key)
+        self.user_key_steps: Dict[int, tuple] = {}
         self._globals_sources: Dict[int, ObjectSource] = {}
         self.steps = 0
         #: trace step before which to stop (a planned graph break), or -1

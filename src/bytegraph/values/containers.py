@@ -544,7 +544,9 @@ class DictValue(Value):
         ``__hash__``/``__eq__`` calls traced (``user_keys``)."""
         if tx is not None:
             from .user_keys import has_user_keys, needs_user_hash, resolve_key
-            if needs_user_hash(key) or has_user_keys(self.entries):
+            if needs_user_hash(key) or tx.trace.user_keyed and has_user_keys(self.entries):
+                # (where the frame breaks if this dict outlives the trace: compiler)
+                tx.trace.user_key_steps.setdefault(id(self), (self, tx.step))
                 return resolve_key(tx, self.entries, key)
         return key_of(key)
 
@@ -613,6 +615,8 @@ class DictValue(Value):
         return out
 
     def reconstruct(self, cg):
+        from .user_keys import refuse_rehashing
+        refuse_rehashing(self)
         if self.cls is not dict:
             cg.push_callable(self.cls)
             if self.default_factory is not None:

@@ -13,10 +13,10 @@ other stored key must be known too (constants, pre-existing objects): a
 table holding a key of unknown hash (a tensor or object made in the trace,
 hashed by its address) beside user keys is a clean break.
 
-The compiled code rebuilds such dicts (``BUILD_MAP``, or the replay of a
-pre-existing dict's insertions), which calls ``__hash__`` and ``__eq__``
-again at run time: so both must be free of side effects, which the trace
-checks (else a clean break) -- their results are then the trace's.
+Both are program code, run in the trace exactly where and as often as
+CPython calls them (their effects are the trace's like any other).  So a
+dict holding such keys must not be rebuilt by the compiled code (that would
+call them again): it stays inside the trace (:func:`refuse_rehashing`).
 """
 
 from __future__ import annotations
@@ -43,23 +43,15 @@ def needs_user_hash(v: Value) -> bool:
     return _user_class(v) is not None
 
 
-def _effect_free(tx, what: str, call):
-    """``call()`` traced, refused (a clean break) if it had a side effect."""
-    se, graph = tx.side_effects, tx.graph
-    outer = se.watch
-    se.watch = []
-    marks = (len(se.order), len(se.deferred_calls), len(se.global_writes), graph.op_count)
-    try:
-        out = call()
-        touched = se.watch
-    finally:
-        if outer is not None:
-            outer.extend(se.watch)
-        se.watch = outer
-    if touched or marks != (len(se.order), len(se.deferred_calls), len(se.global_writes), graph.op_count):
-        raise Unsupported(f"{what} with side effects (the compiled code calls it again when it rebuilds "
-                          "the container)", kind="unsupported_dict")
-    return out
+def refuse_rehashing(d) -> None:
+    """A dict holding (or whose replay inserts) keys of their own
+    ``__hash__`` cannot be rebuilt by the compiled code: building it calls
+    ``__hash__``/``__eq__`` again, at run time, in whatever state the keys
+    are in then (the trace ran each call CPython makes, once, where it makes
+    it).  Such dicts stay inside the trace."""
+    if has_user_keys(d.entries) or any(len(op) > 1 and needs_user_hash(op[1]) for op in d.key_log):
+        raise Unsupported("a dict with keys of their own __hash__ outlives the trace (rebuilding it would "
+                          "call their __hash__/__eq__ again)", kind="unreconstructable")
 
 
 def user_hash(tx, v: Value) -> int:
@@ -80,7 +72,7 @@ def user_hash(tx, v: Value) -> int:
     if not hasattr(fn, "__code__"):
         raise Unsupported(f"{cls.__name__}.__hash__ is not a Python function", kind="unsupported_dict")
     bound = BoundMethodValue(tx.wrap(fn, AttrSource(ObjectSource(owner, owner.__qualname__), "__hash__")), v)
-    r = _effect_free(tx, f"{cls.__name__}.__hash__", lambda: bound.call(tx, [], {}))
+    r = bound.call(tx, [], {})
     if not isinstance(r, ConstantValue):
         raise Unsupported(f"{cls.__name__}.__hash__ gives a value not known while tracing",
                           kind="unsupported_dict", hint="the frame breaks there")
@@ -147,10 +139,11 @@ def resolve_key(tx, entries, key: Value):
                 return hk
             continue
         n = len(entries)
-        eq = _effect_free(tx, f"{type(stored).__name__} == {key.type_name()}",
-                          lambda: compare(tx, "==", stored, key).truth(tx))
+        eq = compare(tx, "==", stored, key).truth(tx)
         if len(entries) != n or entries.get(hk, (None,))[0] is not stored:
             raise Unsupported("a dict changed by a key's __eq__ during a lookup", kind="unsupported_dict")
         if eq:
             return hk
+    if user:
+        tx.trace.user_keyed = True
     return own
