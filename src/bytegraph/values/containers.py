@@ -545,8 +545,6 @@ class DictValue(Value):
         if tx is not None:
             from .user_keys import has_user_keys, needs_user_hash, resolve_key
             if needs_user_hash(key) or tx.trace.user_keyed and has_user_keys(self.entries):
-                # (where the frame breaks if this dict outlives the trace: compiler)
-                tx.trace.user_key_steps.setdefault(id(self), (self, tx.step))
                 return resolve_key(tx, self.entries, key)
         return key_of(key)
 
@@ -558,6 +556,9 @@ class DictValue(Value):
         its own key object (``{1: a, 1.0: b}`` is ``{1: b}``)."""
         hk = self.hkey(tx, key) if hk is None else hk
         old = self.entries.get(hk)
+        if old is None and hk[0] == "u" and tx is not None:
+            # where the frame breaks if this dict outlives the trace (compiler)
+            tx.trace.user_key_steps.setdefault(id(self), (self, tx.step))
         if old is None:
             self.key_log.append(("ins", key))
             self.entries[hk] = (key, value)
@@ -569,7 +570,7 @@ class DictValue(Value):
         if hk is None:
             hk = self.hkey(tx, key)  # (an unhashable key raises before anything changes)
         tx.side_effects.mutate(self)
-        self.put(key, value, hk=hk)
+        self.put(key, value, tx, hk)
 
     def setitem(self, tx, key: Value, value: Value):
         hk = self.hkey(tx, key)
