@@ -20,6 +20,7 @@ from . import config
 from .backends import compile_graph
 from .break_plan import BreakPlan, plan_break
 from .breaks import BreakEmitter
+from .values.user_keys import holds_user_keyed_dict
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .errors import Unsupported, UserException
@@ -148,7 +149,10 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         raised = [trace.raise_steps[k][1] for k in counts if k in trace.raise_steps]
         # Likewise a dict holding keys of their own __hash__ (rebuilding it
         # would call it again, values.user_keys): break at its first such key.
-        rehashed = [trace.user_key_steps[k][1] for k in counts if k in trace.user_key_steps]
+        # (copies of such a dict hold them too: the first such key of the
+        # trace is before all of them)
+        rehashed = [min(step for _, step in trace.user_key_steps.values())] \
+            if trace.user_keyed and holds_user_keyed_dict(roots + list(se.mutated)) else []
         if plan is None and not config.force_transform and not (trace.graph.op_count > 0 or tensors):
             break  # the original code runs (see below)
         if not raised and not rehashed:

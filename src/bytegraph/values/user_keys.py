@@ -54,6 +54,24 @@ def refuse_rehashing(d) -> None:
                           "call their __hash__/__eq__ again)", kind="unreconstructable")
 
 
+def holds_user_keyed_dict(roots) -> bool:
+    """Whether the values ``roots`` reach include a dict :func:`refuse_rehashing` refuses."""
+    from .containers import DictValue
+    seen, todo = set(), list(roots)
+    while todo:
+        v = todo.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, DictValue):
+            try:
+                refuse_rehashing(v)
+            except Unsupported:
+                return True
+        todo.extend(v.children())
+    return False
+
+
 def user_hash(tx, v: Value) -> int:
     """``hash(v)`` by the class's Python ``__hash__``, traced, as CPython's
     slot converts its result (an int; -1 becomes -2; a big int is hashed)."""
