@@ -705,3 +705,20 @@ def test_user_hash_raising_after_a_state_change():
             return x + 1, len(d)
         return x
     check(f, lambda: (t(1),))
+
+
+def test_items_assigned_in_a_deque_keep_its_live_iterators():
+    # test_deque's test_iterator_pickle: d[i] = x does not end an iterator over d
+    def f(x, d):
+        for i in range(len(d)):
+            d[i] = d[i] * 2
+        return x + 1
+
+    comp = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        d = collections.deque([1, 2, 3])
+        it = iter(d)
+        next(it)
+        comp(t(1), d)
+        assert list(it) == [4, 6] and list(d) == [2, 4, 6]
+    assert bytegraph.stats().graph_breaks == 0 and bytegraph.stats().eager_fallbacks == 0

@@ -24,7 +24,7 @@ class DequeValue(Value):
     carries a source and is rewritten in place (``clear`` + ``extend``) when
     the trace changed it."""
 
-    __slots__ = ("items", "maxlen", "changes")
+    __slots__ = ("items", "maxlen", "changes", "reshaped")
 
     def __init__(self, items: List[Value], maxlen: Optional[int], source=None):
         super().__init__(source)
@@ -33,6 +33,9 @@ class DequeValue(Value):
         #: operations of the trace that changed it (an iterator made before
         #: one cannot be rebuilt)
         self.changes = 0
+        #: an operation other than ``d[i] = v`` changed it (CPython's deque
+        #: state moved: its live iterators fail from then on)
+        self.reshaped = False
 
     def python_type(self):
         return collections.deque
@@ -41,8 +44,9 @@ class DequeValue(Value):
         return None  # one real deque is one value (side-effect table)
 
     # -- state ------------------------------------------------------------
-    def _changed(self, tx):
+    def _changed(self, tx, reshaping: bool = True):
         self.changes += 1
+        self.reshaped |= reshaping
         tx.side_effects.mutate(self)
 
     def _push(self, tx, v: Value, left: bool) -> None:
@@ -107,7 +111,7 @@ class DequeValue(Value):
     def setitem(self, tx, index, value):
         i = self._index(tx, index)
         check_release(self.items[i])
-        self._changed(tx)
+        self._changed(tx, reshaping=False)
         self.items[i] = value
 
     def delitem(self, tx, index):
@@ -132,6 +136,15 @@ class DequeValue(Value):
         return list(self.items)
 
     def apply_staged(self, cg, temp: str) -> None:
+        if not self.reshaped:
+            # only items assigned: so in place, one by one, as eager (a live
+            # iterator over the deque stays valid, which clear + extend would end)
+            cg.push_callable(_assign_items)
+            cg.load_target(self)
+            cg.emit("LOAD_FAST", temp)
+            cg.call(2)
+            cg.emit("POP_TOP")
+            return
         cg.load_target(self)
         cg.call_method("clear", lambda: 0)
         cg.emit("POP_TOP")
@@ -183,6 +196,12 @@ class DequeIteratorValue(LazyIteratorValue):
         cg.reconstruct(self.dq)
         cg.load_object(self.taken)
         cg.call(2)
+
+
+def _assign_items(d: collections.deque, items: list) -> None:
+    """``d[i] = items[i]`` for each index (run by the compiled code)."""
+    for i, v in enumerate(items):
+        d[i] = v
 
 
 def _iterator_at(d: collections.deque, taken: int):
