@@ -155,7 +155,10 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         why = Unsupported("an exception raised in the trace is used after its handler", kind="raised_exception",
                           hint="the frame breaks where it is raised")
         trace, failure = _failure_at(min(raised), why, fn, args, kwargs, policy, backend_name)
-    if plan is not None:
+    if plan is not None and plan.delegated:
+        log("graph_breaks", "%s: the continuation it calls runs natively (it breaks: %s)",
+            fn.__qualname__, plan.record)
+    elif plan is not None:
         STATS.graph_breaks += 1
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
         emit("break", plan.record)
@@ -182,10 +185,17 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         example_inputs = graph.example_inputs()
         if ENABLED["graph"]:
             log("graph", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
-        compiled = compile_graph(backend_name, backend, gm, example_inputs)
-        graphs.append(gm)
-        STATS.graphs += 1
-        emit("graph", gm)
+        if _scalar_arithmetic_only(gm):
+            # Python int/float/bool arithmetic on symbolic numbers (a loop
+            # counter made dynamic, ``a += i`` in a loop body): the graph's own
+            # Python code computes it exactly; a backend would only add its
+            # compile time, and the user would see a "graph" without tensor work.
+            compiled = gm.forward
+        else:
+            compiled = compile_graph(backend_name, backend, gm, example_inputs)
+            graphs.append(gm)
+            STATS.graphs += 1
+            emit("graph", gm)
         cg.push_callable(compiled)
         for inp in graph.inputs:
             inp.source.emit_load(cg)
@@ -232,7 +242,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
-    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
+    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start,
+                       breaks=int(plan is not None and not plan.delegated))
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
@@ -260,6 +271,47 @@ def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
             trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
     if graph.symbolic_inputs:
         trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
+
+
+#: what a graph node may compute for the graph to be plain Python arithmetic
+_SCALAR_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
+_PYTHON_ARITHMETIC_MODULES = ("_operator", "operator", "math", "builtins")
+
+
+def _scalar_arithmetic_only(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` holds no tensor work: every input and node is a Python
+    number (or a symbolic one) and every node is an ``operator``/``math``
+    function or one of torch's ``sym_*`` helpers, which compute the same on
+    plain numbers.
+
+    Example::
+
+        >>> import operator, torch.fx
+        >>> g = torch.fx.Graph()
+        >>> a, i = g.placeholder("a"), g.placeholder("i")
+        >>> a.meta["val"] = i.meta["val"] = 1
+        >>> n = g.call_function(operator.add, (a, i)); n.meta["val"] = 2
+        >>> _ = g.output((n,))
+        >>> _scalar_arithmetic_only(torch.fx.GraphModule(torch.nn.Module(), g))
+        True
+    """
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            continue
+        if not isinstance(node.meta.get("val"), _SCALAR_TYPES):
+            return False
+        if node.op == "placeholder":
+            continue
+        if node.op != "call_function":
+            return False
+        target = node.target
+        module = getattr(target, "__module__", None)
+        if module in _PYTHON_ARITHMETIC_MODULES:
+            continue
+        if module == "torch" and getattr(target, "__name__", "").startswith("sym_"):
+            continue
+        return False
+    return True
 
 
 def _original_code_entry(trace: Trace, fn, kept, closure_param: bool, start: float,

@@ -702,7 +702,14 @@ def builtin_handler(obj):
         return OBJECT_SLOT_HANDLERS.get(obj)
     if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
         return None
-    return BUILTIN_HANDLERS.get(obj)
+    handler = BUILTIN_HANDLERS.get(obj)
+    if handler is None and t is types.FunctionType and obj.__name__ == "graph_break":
+        # torch's own graph_break() (torch._dynamo is never imported here: a
+        # program that calls it has imported it)
+        decorators = sys.modules.get("torch._dynamo.decorators")
+        if decorators is not None and obj is getattr(decorators, "graph_break", None):
+            return _graph_break
+    return handler
 
 
 _registered: list = []

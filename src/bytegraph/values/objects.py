@@ -760,6 +760,11 @@ class OpaqueValue(Value):
         self.kind = kind
         self.hint = hint
 
+
+    def reads_caller_frame(self) -> bool:
+        from .frame_blind import c_function_reads_caller_frame
+        return c_function_reads_caller_frame(self.obj)
+
     def real_object(self):
         return (self.obj,)
 

@@ -209,6 +209,11 @@ class TensorMethodValue(Value):
         self.tensor = tensor
         self.name = name
 
+
+    def reads_caller_frame(self) -> bool:
+        from .frame_blind import c_function_reads_caller_frame
+        return c_function_reads_caller_frame(getattr(torch.Tensor, self.name, None))
+
     def python_type(self):
         return types.BuiltinMethodType
 
