@@ -42,8 +42,9 @@ def is_numpy_callable(obj) -> bool:
     if isinstance(obj, np.ufunc):
         # NumPy's own (np.frompyfunc makes ufuncs that run Python code)
         return _public(obj)
+    from .ndarrays import _FUNCTIONS
     return type(obj).__name__ == "_ArrayFunctionDispatcher" and type(obj).__module__ == "numpy" \
-        and getattr(obj, "__name__", None) in _PURE_FUNCTIONS and _public(obj)
+        and getattr(obj, "__name__", None) in _PURE_FUNCTIONS | _FUNCTIONS and _public(obj)
 
 
 def _public(fn) -> bool:
@@ -107,7 +108,15 @@ class NumpyFunctionValue(Value):
         return super().get_attr(tx, name)
 
     def call(self, tx, args, kwargs):
-        return _fold(tx, self.fn, getattr(self.fn, "__name__", "?"), args, kwargs)
+        from .ndarrays import has_ndarray, numpy_call
+        name = getattr(self.fn, "__name__", "?")
+        if has_ndarray([*args, *kwargs.values()]):
+            # on arrays computed from tensors: a graph node (values.ndarrays)
+            return numpy_call(tx, "function", name, list(args), dict(kwargs))
+        if name not in _PURE_FUNCTIONS and not isinstance(self.fn, numpy_module().ufunc):
+            raise Unsupported(f"np.{name}() of constants makes an array", kind="numpy",
+                              hint="NumPy arrays of constants are not modelled; the call runs natively")
+        return _fold(tx, self.fn, name, args, kwargs)
 
     def reconstruct(self, cg):
         if self.source is not None:

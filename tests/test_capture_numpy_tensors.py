@@ -1,0 +1,477 @@
+"""Capture breadth (issue #13): NumPy in model code on arrays computed from
+tensors -- ``x.numpy()``, ``np.*`` functions, ndarray methods, operators and
+attributes, ``torch.from_numpy`` back -- traced through ``torch._numpy``
+(values/ndarrays.py).
+
+Each test runs the function eagerly and compiled on equal inputs and compares
+results (arrays by type, dtype, shape and values; NumPy scalars by type),
+the inputs afterwards (writes through ``x.numpy()``) and memory sharing
+between results and inputs; then it asserts what was captured.  Cases where
+torch._numpy's semantics could differ from NumPy's must break, not differ.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import bytegraph
+from conftest import CountingBackend
+
+np = pytest.importorskip("numpy")
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+@pytest.fixture
+def fp_ignore():
+    """NumPy ignoring floating-point errors: operations that may raise a flag
+    (arithmetic on floats) are traced only then (NumPy warns by default)."""
+    with np.errstate(all="ignore"):
+        yield
+
+
+def _clone(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone().requires_grad_(obj.requires_grad)
+    if isinstance(obj, np.ndarray):
+        return obj.copy()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_clone(o) for o in obj)
+    return copy.copy(obj)
+
+
+def _fresh(obj, gen):
+    if isinstance(obj, torch.Tensor):
+        if obj.is_floating_point():
+            return torch.randn(obj.shape, generator=gen).to(obj.dtype)
+        return torch.randint(-5, 6, obj.shape, generator=gen).to(obj.dtype)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_fresh(o, gen) for o in obj)
+    return obj
+
+
+def _equal(actual, expected, path="result"):
+    assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+    if isinstance(expected, np.ndarray):
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, \
+            f"{path}: {actual.dtype}{actual.shape} != {expected.dtype}{expected.shape}"
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=path)
+    elif isinstance(expected, np.generic):
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=path)
+    elif isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{path}: {m}")
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), path
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _equal(a, e, f"{path}[{i}]")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+def _buffers(obj, out):
+    """Every array/tensor in ``obj``, as NumPy arrays (for memory sharing)."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj.detach().numpy())
+    elif isinstance(obj, np.ndarray):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            _buffers(o, out)
+    return out
+
+
+def _sharing(obj):
+    bufs = _buffers(obj, [])
+    return [[np.shares_memory(a, b) for b in bufs] for a in bufs]
+
+
+def _identity(obj):
+    seen, out = {}, []
+
+    def walk(o):
+        if isinstance(o, (torch.Tensor, np.ndarray, list)):
+            out.append(seen.setdefault(id(o), len(seen)))
+        if isinstance(o, (list, tuple)):
+            for x in o:
+                walk(x)
+    walk(obj)
+    return out
+
+
+def check(fn, *args, graphs=1, breaks=0, backend="eager", calls=2):
+    """Eager vs compiled on equal inputs (call 1: clones, later: fresh values):
+    results, inputs afterwards, memory sharing and identity; then the counts."""
+    be = CountingBackend(backend)
+    compiled = bytegraph.compile(fn, backend=be)
+    gen = torch.Generator().manual_seed(7)
+    out = None
+    for call in range(calls):
+        source = args if call == 0 else _fresh(args, gen)
+        eager_in, comp_in = _clone(source), _clone(source)
+        expected = fn(*eager_in)
+        out = compiled(*comp_in)
+        _equal(out, expected, f"call {call} result")
+        _equal(comp_in, eager_in, f"call {call} inputs afterwards")
+        assert _sharing((comp_in, out)) == _sharing((eager_in, expected)), f"call {call}: memory sharing differs"
+        assert _identity((comp_in, out)) == _identity((eager_in, expected)), f"call {call}: identity differs"
+    stats = bytegraph.stats()
+    if graphs is not None:
+        assert be.count == graphs, f"expected {graphs} graph(s), got {be.count}; {stats}"
+        if graphs:
+            assert stats.eager_fallbacks == 0, stats
+    if breaks is not None:
+        assert stats.graph_breaks == breaks, f"expected {breaks} break(s); {stats}"
+    return out, be
+
+
+def break_kinds(fn, *args):
+    return [b.kind for b in bytegraph.explain(fn)(*args).break_reasons]
+
+
+# ---------------------------------------------------------------------------
+# the issue's example, and what NumPy's error state decides
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_from_numpy_of_sin_plus_one_is_one_graph(fp_ignore, backend):
+    def f(x):
+        return torch.from_numpy(np.sin(x.numpy()) + 1)
+
+    check(f, torch.randn(3, 4), backend=backend)
+
+
+def test_float_arithmetic_breaks_where_numpy_would_warn():
+    """np.sin(inf) and overflow warn in NumPy (by default): the operation
+    cannot be traced without losing the warning, so it runs natively."""
+    def f(x):
+        return torch.from_numpy(np.sin(x.numpy()) + 1)
+
+    assert "numpy_fp_errors" in break_kinds(f, torch.randn(3))
+    bytegraph.reset()
+    check(f, torch.randn(3), graphs=None, breaks=None)
+    cf = bytegraph.compile(f, backend="eager")
+    with pytest.warns(RuntimeWarning, match="invalid value"):
+        cf(torch.tensor([float("inf"), 1.0]))
+
+
+def test_error_state_is_guarded():
+    def f(x):
+        return torch.from_numpy(x.numpy() * 2)
+
+    cf, be = bytegraph.compile(f, backend=CountingBackend()), None
+    with np.errstate(all="ignore"):
+        cf(torch.randn(3))
+        assert bytegraph.stats().graph_breaks == 0
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        out = cf(torch.tensor([3e38, 1.0]))
+    assert torch.isinf(out[0])
+
+
+def test_flag_free_operations_trace_in_the_default_error_state():
+    """Moves, comparisons, selections and integer arithmetic raise no
+    floating-point flag on any data: traced while NumPy warns."""
+    def f(x, n):
+        a = x.numpy()
+        b = np.where(a > 0, a, -a)
+        c = np.concatenate([b.T, np.abs(a).T], axis=0)[1:, ::2]
+        m = n.numpy()
+        return torch.from_numpy(c), np.maximum(b, a).max(axis=1), a.argmax(), (m + 3) * m - 1, m.sum(), -m
+
+    check(f, torch.randn(3, 4), torch.randint(-5, 5, (4,)))
+
+
+# ---------------------------------------------------------------------------
+# dtypes: NumPy's promotion, not torch's
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
+def test_promotion_with_python_numbers(fp_ignore, dtype):
+    """float32 array + Python float stays float32; int array + float is float64."""
+    def f(x):
+        a = x.numpy()
+        return a + 1, a * 2.5, a - True, 3 - a, a.mean(), np.sqrt(np.abs(a)), a > 0.5
+
+    x = torch.randint(-5, 5, (3, 4)).to(dtype)
+    _, be = check(f, x)
+    assert be.count == 1
+
+
+def test_promotion_between_arrays(fp_ignore):
+    def f(x, y, n):
+        a, b, m = x.numpy(), y.numpy(), n.numpy()
+        return a + b, a * m, m + m, a @ b.T, np.dot(a, b.T)
+
+    check(f, torch.randn(3, 4), torch.randn(3, 4, dtype=torch.float64), torch.randint(0, 5, (3, 4)))
+
+
+def test_integer_true_division_is_float64_or_breaks(fp_ignore):
+    """NumPy divides ints into float64; where torch._numpy does not, the
+    operation must break (never a float32 result)."""
+    def f(n):
+        m = n.numpy()
+        return m / 2, m / m
+
+    check(f, torch.randint(1, 5, (4,)), graphs=None, breaks=None)
+
+
+def test_small_integer_types_break_where_torch_numpy_differs(fp_ignore):
+    """np.sin of an int8 array is float16 in NumPy (float64 in torch._numpy)."""
+    def f(n):
+        return np.sin(n.numpy())
+
+    check(f, torch.randint(0, 5, (4,), dtype=torch.int8), graphs=None, breaks=None)
+    assert "numpy" in break_kinds(f, torch.randint(0, 5, (4,), dtype=torch.int8))
+
+
+def test_numpy_scalar_constants_are_strongly_typed(fp_ignore):
+    """NEP 50: a float32 array times np.float64(2) is float64."""
+    k = np.float64(2.0)
+
+    def f(x):
+        a = x.numpy()
+        return a * k, a + np.float32(1.5)
+
+    check(f, torch.randn(4))
+
+
+def test_astype(fp_ignore):
+    def f(x, n):
+        a = x.numpy()
+        return a.astype(np.float64), a.astype("float16"), n.numpy().astype(np.float32)
+
+    check(f, torch.randn(4), torch.randint(0, 9, (4,)))
+
+
+def test_astype_float_to_int_breaks():
+    def f(x):
+        return x.numpy().astype(np.int64)
+
+    check(f, torch.randn(4) * 10, graphs=None, breaks=None)
+    assert "numpy" in break_kinds(f, torch.randn(4))
+
+
+@pytest.mark.parametrize("k", [3, -3])
+def test_integer_floor_division_by_a_constant(k):
+    def f(n):
+        m = n.numpy()
+        return m // k, m % k, m ** 2
+
+    check(f, torch.randint(-9, 9, (6,)))
+
+
+def test_integer_division_by_an_array_breaks():
+    """NumPy gives 0 (with a warning) for n // 0 where torch raises."""
+    def f(n, d):
+        return n.numpy() // d.numpy()
+
+    check(f, torch.randint(-9, 9, (6,)), torch.randint(1, 3, (6,)), graphs=None, breaks=None)
+    assert "numpy" in break_kinds(f, torch.randint(-9, 9, (6,)), torch.randint(1, 3, (6,)))
+
+
+# ---------------------------------------------------------------------------
+# memory: x.numpy() is x's memory
+
+
+def test_in_place_operators_write_through_to_the_tensor():
+    def f(x, n):
+        a = x.numpy()
+        a[0] = 5
+        a[1:, 0] = -1.5
+        m = n.numpy()
+        m += 2
+        m *= 3
+        return x.sum(), n + 1
+
+    check(f, torch.randn(3, 4), torch.randint(0, 5, (4,)))
+
+
+def test_in_place_float_operator(fp_ignore):
+    def f(x):
+        a = x.numpy()
+        a += 1
+        a /= 2
+        return x * 2
+
+    check(f, torch.randn(3, 4))
+
+
+def test_out_argument_breaks():
+    def f(x):
+        a = x.numpy()
+        np.negative(a, out=a)
+        return x + 1
+
+    check(f, torch.randn(3), graphs=None, breaks=None)
+
+
+def test_in_place_float_into_int_array_breaks():
+    def f(n):
+        a = n.numpy()
+        a[0] = 2.7
+        return n + 1
+
+    check(f, torch.randint(0, 5, (4,)), graphs=None, breaks=None)
+
+
+def test_views_and_copies_follow_numpy():
+    """ravel() of a contiguous array and a[0] are views (writes reach x);
+    flatten() and a scalar a[0, 0] are copies."""
+    def f(x):
+        a = x.numpy()
+        v = a.ravel()
+        c = a.flatten()
+        s = a[0, 0]
+        r = a[1]
+        v[0] = 100
+        c[1] = -100
+        r[2] = 7
+        a[0, 0] = 3
+        return s, c, x.clone()
+
+    check(f, torch.randn(3, 4))
+
+
+def test_numpy_of_tensor_requiring_grad_raises():
+    def f(x):
+        try:
+            x.numpy()
+        except RuntimeError as e:
+            return x * 2, str(e)
+        return x, ""
+
+    cf = bytegraph.compile(f, backend=CountingBackend())
+    x = torch.randn(3, requires_grad=True)
+    out, msg = cf(x)
+    assert msg == f(x)[1] and "requires grad" in msg
+    assert bytegraph.stats().graph_breaks == 0
+
+
+# ---------------------------------------------------------------------------
+# arrays that leave the function
+
+
+def test_returned_array_shares_the_input_tensors_memory():
+    def f(x):
+        a = x.numpy()
+        return a, a.T, a[1:], a.shape, a.dtype, a.ndim, a.size
+
+    out, _ = check(f, torch.randn(3, 4))
+    x = torch.randn(3, 4)
+    a = bytegraph.compile(f, backend="eager")(x)[0]
+    assert type(a) is np.ndarray and np.shares_memory(a, x.numpy())
+    x.add_(1)
+    np.testing.assert_array_equal(a, x.numpy())
+
+
+STORE = {}
+
+
+def test_array_stored_in_container_attribute_and_global():
+    class Box:
+        pass
+
+    def f(x, box, items):
+        a = x.numpy()
+        b = a * 2 if False else np.abs(a)
+        items.append(b)
+        box.arr = a[0]
+        STORE["arr"] = b.T
+        return x + 1
+
+    cf, be = bytegraph.compile(f, backend=CountingBackend()), None
+    x, box, items = torch.randn(3, 4), Box(), []
+    out = cf(x, box, items)
+    torch.testing.assert_close(out, x + 1)
+    assert type(items[0]) is np.ndarray and items[0].dtype == np.float32
+    np.testing.assert_array_equal(items[0], np.abs(x.numpy()))
+    assert np.shares_memory(box.arr, x.numpy())
+    np.testing.assert_array_equal(STORE["arr"], np.abs(x.numpy()).T)
+    assert bytegraph.stats().graph_breaks == 0
+
+
+def test_from_numpy_and_as_tensor_share_memory():
+    def f(x):
+        a = x.numpy()
+        t = torch.from_numpy(a)
+        u = torch.as_tensor(a)
+        t[0] = 9
+        return t, u, x, torch.as_tensor(a, dtype=torch.float64)
+
+    out, _ = check(f, torch.randn(4))
+    assert out[0] is not out[2]
+
+
+def test_from_numpy_of_a_numpy_scalar_raises_like_eager():
+    def f(x):
+        try:
+            torch.from_numpy(x.numpy().max())
+        except TypeError as e:
+            return x, str(e)
+        return x, ""
+
+    check(f, torch.randn(4))
+
+
+# ---------------------------------------------------------------------------
+# NumPy scalars and Python numbers
+
+
+def test_reductions_return_numpy_scalars(fp_ignore):
+    def f(x, n):
+        a = x.numpy()
+        s = a.sum()
+        return s, type(s) is np.float32, s * 2, n.numpy().max(), a[0, 1], a.sum(axis=0, keepdims=True)
+
+    check(f, torch.randn(3, 4), torch.randint(0, 9, (3,)))
+
+
+def test_python_numbers_from_arrays_are_data_dependent():
+    def f(x):
+        return x + float(x.numpy().max())
+
+    check(f, torch.randn(3), graphs=None, breaks=None)
+    assert "data_dependent" in break_kinds(f, torch.randn(3))
+
+
+@pytest.fixture
+def capture_scalars():
+    saved = bytegraph.config.capture_scalar_outputs
+    bytegraph.config.capture_scalar_outputs = True
+    yield
+    bytegraph.config.capture_scalar_outputs = saved
+
+
+def test_python_numbers_from_arrays_under_capture_scalar_outputs(capture_scalars):
+    def f(x):
+        a = x.numpy()
+        return x + float(a.max()) + a[1].item() + int(a.argmax())
+
+    check(f, torch.randn(4))
+
+
+def test_branch_on_an_array_breaks():
+    def f(x):
+        if (x.numpy() > 0).any():
+            return x + 1
+        return x - 1
+
+    check(f, torch.randn(3), graphs=None, breaks=None)
+
+
+# ---------------------------------------------------------------------------
+# arrays as inputs keep their behaviour
+
+
+def test_ndarray_argument_does_not_recompile_every_call():
+    def f(x, a):
+        return x + 1, a
+
+    cf, be = bytegraph.compile(f, backend=CountingBackend()), None
+    for _ in range(3):
+        a = np.ones(3)
+        out = cf(torch.ones(3), a)
+        assert out[1] is a
+    assert bytegraph.stats().recompiles <= 1 if hasattr(bytegraph.stats(), "recompiles") else True
