@@ -207,23 +207,37 @@ def test_promotion_between_arrays(fp_ignore):
     check(f, torch.randn(3, 4), torch.randn(3, 4, dtype=torch.float64), torch.randint(0, 5, (3, 4)))
 
 
-def test_integer_true_division_is_float64_or_breaks(fp_ignore):
-    """NumPy divides ints into float64; where torch._numpy does not, the
-    operation must break (never a float32 result)."""
-    def f(n):
+def test_integer_true_division_is_float64(fp_ignore):
+    """NumPy divides ints in float64 (torch._numpy in torch's default dtype):
+    the arrays are cast to NumPy's result type first."""
+    def f(n, k):
         m = n.numpy()
-        return m / 2, m / m
+        return m / 2, m / k.numpy(), 7 / m, np.sqrt(m), np.sin(k.numpy())
 
-    check(f, torch.randint(1, 5, (4,)), graphs=None, breaks=None)
+    check(f, torch.randint(1, 5, (4,)), torch.randint(1, 5, (4,), dtype=torch.int8))
 
 
-def test_small_integer_types_break_where_torch_numpy_differs(fp_ignore):
-    """np.sin of an int8 array is float16 in NumPy (float64 in torch._numpy)."""
+def test_results_torch_numpy_types_differently_break(fp_ignore):
+    """np.square of bools is int8 in NumPy, cumsum of int32 is int64: where
+    torch._numpy's dtype differs the operation breaks (never a wrong dtype)."""
+    def f(b, n):
+        return np.square(b.numpy()), n.numpy().cumsum()
+
+    check(f, torch.rand(4) > 0.5, torch.randint(0, 5, (4,), dtype=torch.int32), graphs=None, breaks=None)
+    kinds = break_kinds(f, torch.rand(4) > 0.5, torch.randint(0, 5, (4,), dtype=torch.int32))
+    assert kinds and set(kinds) <= {"numpy", "unsupported_operator", "unsupported_graph_arg", "numpy_fp_errors"}
+    assert kinds[0] == "numpy"
+
+
+def test_numpy_value_errors_are_the_programs():
+    """NEP 50: a Python int out of an int8 array's range raises OverflowError."""
     def f(n):
-        return np.sin(n.numpy())
+        try:
+            return n.numpy() + 1000
+        except OverflowError as e:
+            return n + 1, str(e)
 
-    check(f, torch.randint(0, 5, (4,), dtype=torch.int8), graphs=None, breaks=None)
-    assert "numpy" in break_kinds(f, torch.randint(0, 5, (4,), dtype=torch.int8))
+    check(f, torch.randint(0, 5, (4,), dtype=torch.int8))
 
 
 def test_numpy_scalar_constants_are_strongly_typed(fp_ignore):
@@ -475,3 +489,23 @@ def test_ndarray_argument_does_not_recompile_every_call():
         out = cf(torch.ones(3), a)
         assert out[1] is a
     assert bytegraph.stats().recompiles <= 1 if hasattr(bytegraph.stats(), "recompiles") else True
+
+
+def test_augmented_assignment_on_a_numpy_scalar_makes_a_new_one(fp_ignore):
+    def f(x):
+        a = x.numpy()
+        s = a[0]
+        t = s
+        s += 1
+        a[1] *= 2
+        return s, t, x.clone()
+
+    check(f, torch.randn(3))
+
+
+def test_len_and_iteration(fp_ignore):
+    def f(x):
+        a = x.numpy()
+        return len(a), len(a[0]), a.size, a.nbytes, a.itemsize, x + 1
+
+    check(f, torch.randn(3, 2))

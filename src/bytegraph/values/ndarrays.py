@@ -31,7 +31,7 @@ import sys
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, UserException
 from .base import Value
 from .constants import ConstantValue, const
 from .containers import ListValue, SliceValue, TupleValue
@@ -89,6 +89,15 @@ _OPERATORS = frozenset({
 
 _IN_PLACE = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor",
                        "setitem"})
+
+#: operations whose NumPy loop on integer arrays first casts them to the
+#: floating-point result type (int64 / int64 is float64, np.sin(int8) float16)
+#: where torch._numpy computes in torch's default dtype: the arrays are cast
+#: to NumPy's result type before
+_FLOAT_LOOPS = frozenset({
+    "truediv", "true_divide", "divide", "sqrt", "exp", "log", "log2", "log10", "log1p", "expm1", "sin", "cos",
+    "tan", "tanh", "sinh", "cosh", "arcsin", "arccos", "arctan", "arctan2", "hypot", "exp2",
+})
 
 _INTEGER_DIVISION = frozenset({"floordiv", "mod", "floor_divide", "remainder", "ifloordiv", "imod"})
 _POWER = frozenset({"pow", "power", "ipow"})
@@ -368,8 +377,9 @@ def numpy_operator(tx, name: str, *operands: Value) -> Value:
         index = operands[1]
         if has_ndarray([index]) or not _constant_index(index):
             raise Unsupported("indexing a NumPy array with an array or a non-constant", kind="numpy")
-    if name in _IN_PLACE and not isinstance(operands[0], NdarrayValue):
-        name = name[1:]  # ``n += a`` on a number: n + a
+    if name in _IN_PLACE and name != "setitem" and not (isinstance(operands[0], NdarrayValue)
+                                                         and not operands[0].scalar):
+        name = name[1:]  # ``n += a`` on a number or NumPy scalar (immutable): n = n + a
     return numpy_call(tx, "operator", name, list(operands), {})
 
 
@@ -394,7 +404,16 @@ def numpy_call(tx, kind: str, name: str, args: list, kwargs: dict) -> Value:
     _check_values(tx, kind, name, args, kwargs, arrays)
     node_args, node_kwargs = [_node_arg(tx, a) for a in args], {k: _node_arg(tx, v) for k, v in kwargs.items()}
     expected, views = _oracle(tx, kind, name, args, kwargs)
-    out = graph_call(tx, "call_function", numpy_op, [const(kind), const(name), *node_args], node_kwargs)
+    if name in _FLOAT_LOOPS and isinstance(expected, (_np().ndarray, _np().generic)) \
+            and expected.dtype.kind == "f" and not kwargs:
+        target = getattr(torch, str(expected.dtype))
+        node_args = [graph_call(tx, "call_method", "to", [a, const(target)], {})
+                     if isinstance(a, TensorValue) and not a.fake.is_floating_point() else a for a in node_args]
+    try:
+        out = graph_call(tx, "call_function", numpy_op, [const(kind), const(name), *node_args], node_kwargs)
+    except UserException:
+        # NumPy accepted the operation (the stand-ins ran): an error here is torch._numpy's
+        raise Unsupported(f"{name}() of NumPy arrays fails in torch._numpy", kind="numpy") from None
     in_place = name in _IN_PLACE
     if in_place:
         target = args[0]
@@ -561,7 +580,7 @@ def _oracle(tx, kind, name, args, kwargs):
                     out = pos[0]
                 else:
                     out = getattr(operator, name)(*pos)
-    except (TypeError, ValueError, IndexError) as e:
+    except (TypeError, ValueError, IndexError, OverflowError) as e:
         if isinstance(e, Warning):
             raise Unsupported(f"{name}() of NumPy arrays warns: {e}", kind="numpy") from None
         tx.raise_python_exception(e)
