@@ -170,7 +170,8 @@ def test_error_state_is_guarded():
     assert torch.isinf(out[0])
 
 
-def test_flag_free_operations_trace_in_the_default_error_state():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_flag_free_operations_trace_in_the_default_error_state(backend):
     """Moves, comparisons, selections and integer arithmetic raise no
     floating-point flag on any data: traced while NumPy warns."""
     def f(x, n):
@@ -180,7 +181,7 @@ def test_flag_free_operations_trace_in_the_default_error_state():
         m = n.numpy()
         return torch.from_numpy(c), np.maximum(b, a).max(axis=1), a.argmax(), (m + 3) * m - 1, m.sum(), -m
 
-    check(f, torch.randn(3, 4), torch.randint(-5, 5, (4,)))
+    check(f, torch.randn(3, 4), torch.randint(-5, 5, (4,)), backend=backend)
 
 
 # ---------------------------------------------------------------------------
@@ -289,7 +290,8 @@ def test_integer_division_by_an_array_breaks():
 # memory: x.numpy() is x's memory
 
 
-def test_in_place_operators_write_through_to_the_tensor():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_operators_write_through_to_the_tensor(backend):
     def f(x, n):
         a = x.numpy()
         a[0] = 5
@@ -299,7 +301,7 @@ def test_in_place_operators_write_through_to_the_tensor():
         m *= 3
         return x.sum(), n + 1
 
-    check(f, torch.randn(3, 4), torch.randint(0, 5, (4,)))
+    check(f, torch.randn(3, 4), torch.randint(0, 5, (4,)), backend=backend)
 
 
 def test_in_place_float_operator(fp_ignore):
@@ -330,7 +332,8 @@ def test_in_place_float_into_int_array_breaks():
     check(f, torch.randint(0, 5, (4,)), graphs=None, breaks=None)
 
 
-def test_views_and_copies_follow_numpy():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_views_and_copies_follow_numpy(backend):
     """ravel() of a contiguous array and a[0] are views (writes reach x);
     flatten() and a scalar a[0, 0] are copies."""
     def f(x):
@@ -345,7 +348,7 @@ def test_views_and_copies_follow_numpy():
         a[0, 0] = 3
         return s, c, x.clone()
 
-    check(f, torch.randn(3, 4))
+    check(f, torch.randn(3, 4), backend=backend)
 
 
 def test_numpy_of_tensor_requiring_grad_raises():
@@ -367,12 +370,13 @@ def test_numpy_of_tensor_requiring_grad_raises():
 # arrays that leave the function
 
 
-def test_returned_array_shares_the_input_tensors_memory():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_returned_array_shares_the_input_tensors_memory(backend):
     def f(x):
         a = x.numpy()
         return a, a.T, a[1:], a.shape, a.dtype, a.ndim, a.size
 
-    out, _ = check(f, torch.randn(3, 4))
+    out, _ = check(f, torch.randn(3, 4), backend=backend)
     x = torch.randn(3, 4)
     a = bytegraph.compile(f, backend="eager")(x)[0]
     assert type(a) is np.ndarray and np.shares_memory(a, x.numpy())
@@ -406,7 +410,8 @@ def test_array_stored_in_container_attribute_and_global():
     assert bytegraph.stats().graph_breaks == 0
 
 
-def test_from_numpy_and_as_tensor_share_memory():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_from_numpy_and_as_tensor_share_memory(backend):
     def f(x):
         a = x.numpy()
         t = torch.from_numpy(a)
@@ -414,7 +419,7 @@ def test_from_numpy_and_as_tensor_share_memory():
         t[0] = 9
         return t, u, x, torch.as_tensor(a, dtype=torch.float64)
 
-    out, _ = check(f, torch.randn(4))
+    out, _ = check(f, torch.randn(4), backend=backend)
     assert out[0] is not out[2]
 
 
@@ -433,13 +438,14 @@ def test_from_numpy_of_a_numpy_scalar_raises_like_eager():
 # NumPy scalars and Python numbers
 
 
-def test_reductions_return_numpy_scalars(fp_ignore):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reductions_return_numpy_scalars(fp_ignore, backend):
     def f(x, n):
         a = x.numpy()
         s = a.sum()
         return s, type(s) is np.float32, s * 2, n.numpy().max(), a[0, 1], a.sum(axis=0, keepdims=True)
 
-    check(f, torch.randn(3, 4), torch.randint(0, 9, (3,)))
+    check(f, torch.randn(3, 4), torch.randint(0, 9, (3,)), backend=backend)
 
 
 def test_python_numbers_from_arrays_are_data_dependent():
@@ -509,3 +515,23 @@ def test_len_and_iteration(fp_ignore):
         return len(a), len(a[0]), a.size, a.nbytes, a.itemsize, x + 1
 
     check(f, torch.randn(3, 2))
+
+
+def test_asarray_and_array_of_a_traced_array():
+    def f(x):
+        a = x.numpy()
+        b = np.asarray(a)
+        c = np.array(a)
+        c[0] = 10
+        b[1] = -10
+        return b is a, c, x.clone()
+
+    check(f, torch.randn(3))
+
+
+def test_asarray_of_a_tensor_breaks():
+    """NumPy 2 warns (DeprecationWarning) converting a tensor via __array__."""
+    def f(x):
+        return np.asarray(x)
+
+    assert break_kinds(f, torch.randn(3)) == ["numpy"]

@@ -369,6 +369,21 @@ def tensor_of_ndarray(tx, fn, args, kwargs) -> Value:
     return out
 
 
+#: NumPy's array constructors traced on a traced array (np.asarray of a
+#: tensor is not: NumPy 2 warns there about torch's ``__array__``)
+CONSTRUCTORS = frozenset({"asarray", "array"})
+
+
+def array_constructor(tx, name: str, args, kwargs) -> Value:
+    """``np.asarray(a)`` (``a`` itself) or ``np.array(a)`` (a copy) of a traced array."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], NdarrayValue) or args[0].scalar:
+        raise Unsupported(f"np.{name}() with arguments other than one array", kind="numpy")
+    array = args[0]
+    if name == "asarray":
+        return array
+    return NdarrayValue(graph_call(tx, "call_method", "clone", [array.tensor], {}))
+
+
 def numpy_operator(tx, name: str, *operands: Value) -> Value:
     """``operator.<name>(*operands)`` where an operand is an array."""
     if name not in _OPERATORS:
@@ -590,6 +605,8 @@ def _oracle(tx, kind, name, args, kwargs):
         if out is not pos[0]:
             raise Unsupported(f"in-place {name} made a new array", kind="numpy")
         return out, []
+    if any(out is p for p in pos):
+        raise Unsupported(f"{name}() returns its argument itself", kind="numpy")
     views = [a for a, p in zip(args, pos) if isinstance(a, NdarrayValue) and isinstance(out, np.ndarray)
              and isinstance(p, np.ndarray) and np.may_share_memory(out, p)]
     return out, views

@@ -42,7 +42,9 @@ def is_numpy_callable(obj) -> bool:
     if isinstance(obj, np.ufunc):
         # NumPy's own (np.frompyfunc makes ufuncs that run Python code)
         return _public(obj)
-    from .ndarrays import _FUNCTIONS
+    from .ndarrays import _FUNCTIONS, CONSTRUCTORS
+    if getattr(obj, "__name__", None) in CONSTRUCTORS and getattr(obj, "__module__", None) == "numpy" and _public(obj):
+        return True
     return type(obj).__name__ == "_ArrayFunctionDispatcher" and type(obj).__module__ == "numpy" \
         and getattr(obj, "__name__", None) in _PURE_FUNCTIONS | _FUNCTIONS and _public(obj)
 
@@ -108,8 +110,10 @@ class NumpyFunctionValue(Value):
         return super().get_attr(tx, name)
 
     def call(self, tx, args, kwargs):
-        from .ndarrays import has_ndarray, numpy_call
+        from .ndarrays import CONSTRUCTORS, array_constructor, has_ndarray, numpy_call
         name = getattr(self.fn, "__name__", "?")
+        if name in CONSTRUCTORS:
+            return array_constructor(tx, name, args, kwargs)
         if has_ndarray([*args, *kwargs.values()]):
             # on arrays computed from tensors: a graph node (values.ndarrays)
             return numpy_call(tx, "function", name, list(args), dict(kwargs))
