@@ -535,3 +535,38 @@ def test_asarray_of_a_tensor_breaks():
         return np.asarray(x)
 
     assert break_kinds(f, torch.randn(3)) == ["numpy"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_operators_methods_and_functions(fp_ignore, backend):
+    def f(x, n):
+        a, m = x.numpy(), n.numpy()
+        return (abs(a), -a, +a, ~m, a ** 2, m ** 3, m & 3, m | m, m ^ 1, a != 0, 1 < a, a.clip(0, 1),
+                np.clip(a, -1, 1), a.std(axis=0), a.var(), np.mean(a, axis=1), a.all(), m.any(), a.prod(),
+                np.stack([a, a]).shape, np.squeeze(a[None]), np.expand_dims(a, 0), a.swapaxes(0, 1),
+                np.transpose(a), np.maximum(a, 0.5), np.where(m > 0, m, 0), np.zeros_like(a), np.ones_like(m),
+                a[..., None], a[None, :, 1], a[:, -1], np.log1p(np.abs(a)), np.arctan2(a, a + 1), np.hypot(a, a),
+                m // 2, m % 4, np.floor_divide(m, 3))
+
+    check(f, torch.randn(3, 4), torch.randint(-5, 5, (3, 4)), backend=backend)
+
+
+def test_integer_division_by_minus_one_breaks():
+    """INT_MIN // -1 overflows: NumPy warns, torch may trap."""
+    def f(n):
+        return n.numpy() // -1
+
+    assert "numpy" in break_kinds(f, torch.randint(-5, 5, (4,)))
+
+
+def test_graph_break_with_a_live_array(fp_ignore):
+    """An array alive across a break is rebuilt from the graph's output (its
+    memory still the tensor's)."""
+    def f(x):
+        a = x.numpy()
+        b = a * 2
+        print("break")
+        a[0] = 7
+        return b, x.clone(), a
+
+    out, _ = check(f, torch.randn(3), graphs=None, breaks=None)

@@ -489,7 +489,8 @@ def _node_arg(tx, v: Value) -> Value:
             return const(str(np.dtype(c)))
         if type(c) in (int, float, bool, str, type(None), complex, slice) or c is Ellipsis:
             return v
-        if isinstance(c, tuple) and all(type(x) in (int, float, bool, type(None), slice) for x in c):
+        if isinstance(c, tuple) and all(type(x) in (int, float, bool, type(None), slice) or x is Ellipsis
+                                        for x in c):
             return v
     raise Unsupported(f"a {v.type_name()} in a NumPy operation", kind="numpy")
 
@@ -518,7 +519,8 @@ def _check_values(tx, kind, name, args, kwargs, arrays) -> None:
             if other is None or not other.is_constant() or isinstance(args[0], NdarrayValue) is False:
                 raise Unsupported(f"integer {name} of NumPy arrays by an array", kind="numpy")
             c = other.as_constant()
-            if name in _INTEGER_DIVISION and c == 0 or name in _POWER and c < 0:
+            # (n // 0 is 0 in NumPy, an error in torch; INT_MIN // -1 overflows, with a warning)
+            if name in _INTEGER_DIVISION and c in (0, -1) or name in _POWER and c < 0:
                 raise Unsupported(f"integer {name} by {c}", kind="numpy")
             return
     if name == "astype":
