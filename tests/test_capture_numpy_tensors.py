@@ -291,25 +291,80 @@ def test_integer_division_by_an_array_breaks():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_in_place_operators_write_through_to_the_tensor(backend):
+def test_writes_into_arrays_the_trace_made(backend):
     def f(x, n):
-        a = x.numpy()
+        a = x.numpy().copy()
         a[0] = 5
         a[1:, 0] = -1.5
-        m = n.numpy()
+        m = n.numpy() * 1
         m += 2
         m *= 3
-        return x.sum(), n + 1
+        return a, m, torch.from_numpy(m), x + 1
 
     check(f, torch.randn(3, 4), torch.randint(0, 5, (4,)), backend=backend)
 
 
+def test_writes_into_a_tensors_memory_break():
+    """``x.numpy()`` is x's memory, but NumPy's writes do not bump x's version
+    counter (the graph's in-place ops would): they run natively, and reach x."""
+    def f(x, n):
+        a = x.numpy()
+        a[0] = 5
+        m = n.numpy()
+        m += 2
+        return x.sum(), n + 1
+
+    check(f, torch.randn(3, 4), torch.randint(0, 5, (4,)), graphs=None, breaks=None)
+    assert "numpy_write" in break_kinds(f, torch.randn(3, 4), torch.randint(0, 5, (4,)))
+
+
+def test_write_through_numpy_keeps_eagers_autograd_behaviour():
+    """Eager autograd does not see a NumPy write into a saved tensor: the
+    backward runs (on the new values).  The compiled function must not
+    refuse it."""
+    def f(x, w):
+        y = w * x
+        a = x.numpy()
+        a *= 2
+        return y
+
+    w = torch.randn(3, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    x = torch.randn(3)
+    xc, xe = x.clone(), x.clone()
+    bytegraph.compile(f, backend="eager")(xc, w).sum().backward()
+    f(xe, w2).sum().backward()
+    torch.testing.assert_close(xc, xe)
+    torch.testing.assert_close(w.grad, w2.grad)
+
+
+def test_writes_after_sharing_with_a_tensor_break():
+    def f(x):
+        b = np.abs(x.numpy())
+        t = torch.from_numpy(b)
+        b += 1
+        return t
+
+    check(f, torch.randn(3), graphs=None, breaks=None)
+    assert "numpy_write" in break_kinds(f, torch.randn(3))
+
+
+def test_from_numpy_of_a_tensors_memory_breaks():
+    """torch.from_numpy(x.numpy()) has its own version counter in eager; a
+    view of x in the graph would share x's."""
+    def f(x):
+        return torch.from_numpy(x.numpy()).add_(1)
+
+    check(f, torch.randn(3), graphs=None, breaks=None)
+    assert "numpy" in break_kinds(f, torch.randn(3))
+
+
 def test_in_place_float_operator(fp_ignore):
     def f(x):
-        a = x.numpy()
+        a = x.numpy() * 1
         a += 1
         a /= 2
-        return x * 2
+        return a, x * 2
 
     check(f, torch.randn(3, 4))
 
@@ -337,7 +392,7 @@ def test_views_and_copies_follow_numpy(backend):
     """ravel() of a contiguous array and a[0] are views (writes reach x);
     flatten() and a scalar a[0, 0] are copies."""
     def f(x):
-        a = x.numpy()
+        a = x.numpy().copy()
         v = a.ravel()
         c = a.flatten()
         s = a[0, 0]
@@ -346,7 +401,7 @@ def test_views_and_copies_follow_numpy(backend):
         c[1] = -100
         r[2] = 7
         a[0, 0] = 3
-        return s, c, x.clone()
+        return s, c, a, x.clone()
 
     check(f, torch.randn(3, 4), backend=backend)
 
@@ -413,11 +468,11 @@ def test_array_stored_in_container_attribute_and_global():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_from_numpy_and_as_tensor_share_memory(backend):
     def f(x):
-        a = x.numpy()
+        a = np.abs(x.numpy())
         t = torch.from_numpy(a)
         u = torch.as_tensor(a)
         t[0] = 9
-        return t, u, x, torch.as_tensor(a, dtype=torch.float64)
+        return t, u, a, x, torch.as_tensor(a, dtype=torch.float64)
 
     out, _ = check(f, torch.randn(4), backend=backend)
     assert out[0] is not out[2]
@@ -499,12 +554,12 @@ def test_ndarray_argument_does_not_recompile_every_call():
 
 def test_augmented_assignment_on_a_numpy_scalar_makes_a_new_one(fp_ignore):
     def f(x):
-        a = x.numpy()
+        a = x.numpy().copy()
         s = a[0]
         t = s
         s += 1
         a[1] *= 2
-        return s, t, x.clone()
+        return s, t, a, x.clone()
 
     check(f, torch.randn(3))
 
@@ -519,12 +574,12 @@ def test_len_and_iteration(fp_ignore):
 
 def test_asarray_and_array_of_a_traced_array():
     def f(x):
-        a = x.numpy()
+        a = np.abs(x.numpy())
         b = np.asarray(a)
         c = np.array(a)
         c[0] = 10
         b[1] = -10
-        return b is a, c, x.clone()
+        return b is a, c, a, x.clone()
 
     check(f, torch.randn(3))
 
@@ -563,10 +618,21 @@ def test_graph_break_with_a_live_array(fp_ignore):
     """An array alive across a break is rebuilt from the graph's output (its
     memory still the tensor's)."""
     def f(x):
-        a = x.numpy()
+        a = x.numpy().copy()
         b = a * 2
         print("break")
         a[0] = 7
         return b, x.clone(), a
 
     out, _ = check(f, torch.randn(3), graphs=None, breaks=None)
+
+
+def test_graph_break_with_a_live_view_of_a_tensor():
+    def f(x):
+        a = x.numpy()
+        b = a.T
+        print("break")
+        b[0] = 7
+        return x.clone(), a
+
+    check(f, torch.randn(3), graphs=None, breaks=None)

@@ -18,6 +18,13 @@ where NumPy's arithmetic does, so only listed operations are traced:
   comparisons, integer add/mul, ...) always.
 * integer ``//`` and ``%`` only by a non-zero constant (NumPy gives 0 with a
   warning where torch raises), integer ``**`` only by a constant >= 0.
+* a write through an array (``a += 1``, ``a[0] = 5``) bumps the version
+  counter of its tensor in the graph, which NumPy's writes never do in eager
+  (autograd would then refuse a backward that eager runs).  So writes are
+  traced only into memory the trace's NumPy operations made and no tensor
+  shares yet; ``torch.from_numpy(a)`` only of such memory (a view of it: a
+  version counter no tensor of the program has).  Writes into ``x.numpy()``
+  and ``torch.from_numpy(x.numpy())`` break.
 
 An array that leaves the graph is ``t.numpy()`` of the graph's output (so
 ``x.numpy()`` of an input returned as-is shares ``x``'s memory); a NumPy
@@ -348,6 +355,9 @@ def tensor_of_ndarray(tx, fn, args, kwargs) -> Value:
     """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` of a traced array: a
     new tensor object sharing the array's memory."""
     array = args[0]
+    if not array.scalar and not _owned(tx, array):
+        raise Unsupported(f"{fn.__name__}() of an array sharing a tensor's memory", kind="numpy",
+                          hint="the new tensor would share the tensor's version counter, which it does not in eager")
     if fn is torch.from_numpy and (len(args) != 1 or kwargs or array.scalar):
         if array.scalar:
             cls = array.python_type()
@@ -364,6 +374,7 @@ def tensor_of_ndarray(tx, fn, args, kwargs) -> Value:
         out = graph_call(tx, "call_method", "clone", [t], {})
     else:
         out = graph_call(tx, "call_method", "view", [t, const(t.fake.dtype)], {})
+        tx.graph.numpy_storages[_storage_id(t.fake)][1] = True
     if target is not None and target != t.fake.dtype:
         out = graph_call(tx, "call_method", "to", [out, const(target)], {})
     return out
@@ -381,7 +392,30 @@ def array_constructor(tx, name: str, args, kwargs) -> Value:
     array = args[0]
     if name == "asarray":
         return array
-    return NdarrayValue(graph_call(tx, "call_method", "clone", [array.tensor], {}))
+    return _made(tx, NdarrayValue(graph_call(tx, "call_method", "clone", [array.tensor], {})))
+
+
+def _storage_id(fake) -> int:
+    return fake.untyped_storage()._cdata
+
+
+def _made(tx, array: NdarrayValue) -> NdarrayValue:
+    """``array``'s memory is new, made by the trace's NumPy operations."""
+    fake = array.tensor.fake
+    tx.graph.numpy_storages.setdefault(_storage_id(fake), [fake, False])
+    return array
+
+
+def _owned(tx, array: NdarrayValue) -> bool:
+    """The trace's NumPy operations made ``array``'s memory."""
+    return _storage_id(array.tensor.fake) in tx.graph.numpy_storages
+
+
+def _check_write(tx, name, target: NdarrayValue) -> None:
+    entry = tx.graph.numpy_storages.get(_storage_id(target.tensor.fake))
+    if entry is None or entry[1]:
+        raise Unsupported(f"in-place {name} on a NumPy array sharing a tensor's memory", kind="numpy_write",
+                          hint="NumPy's writes do not bump the tensor's version counter; the graph's would")
 
 
 def numpy_operator(tx, name: str, *operands: Value) -> Value:
@@ -446,7 +480,9 @@ def numpy_call(tx, kind: str, name: str, args: list, kwargs: dict) -> Value:
         if shared or any(out is a.tensor for a in arrays):
             # NumPy made a copy (a scalar is one): the array must not see later writes to its source
             out = graph_call(tx, "call_method", "clone", [out], {})
-    return NdarrayValue(out, scalar)
+        shared = []
+    result = NdarrayValue(out, scalar)
+    return result if shared else _made(tx, result)
 
 
 def _leaves(values):
@@ -506,6 +542,7 @@ def _check_values(tx, kind, name, args, kwargs, arrays) -> None:
         isinstance(v, ConstantValue) and isinstance(v.value, (float, complex, np.floating, np.complexfloating))
         for v in _leaves(args + list(kwargs.values())))
     if name in _IN_PLACE:
+        _check_write(tx, name, args[0])
         target = args[0].tensor.fake
         if any(a is not args[0] and _same_storage(a.tensor.fake, target) for a in arrays):
             raise Unsupported(f"in-place {name} of a NumPy array with an operand sharing its memory", kind="numpy")
