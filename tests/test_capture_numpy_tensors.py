@@ -318,7 +318,7 @@ def test_writes_into_a_tensors_memory_break():
     assert "numpy_write" in break_kinds(f, torch.randn(3, 4), torch.randint(0, 5, (4,)))
 
 
-def test_write_through_numpy_keeps_eagers_autograd_behaviour():
+def test_write_through_numpy_keeps_eagers_autograd_behaviour(fp_ignore):
     """Eager autograd does not see a NumPy write into a saved tensor: the
     backward runs (on the new values).  The compiled function must not
     refuse it."""
