@@ -636,3 +636,15 @@ def test_graph_break_with_a_live_view_of_a_tensor():
         return x.clone(), a
 
     check(f, torch.randn(3), graphs=None, breaks=None)
+
+
+def test_sign_of_floats_breaks_but_of_integers_traces():
+    """np.sign(nan) is nan; torch.sign(nan) is 0."""
+    def f(x):
+        return np.sign(x.numpy())
+
+    assert "numpy" in break_kinds(f, torch.tensor([float("nan"), 1.0]))
+    bytegraph.reset()
+    check(f, torch.tensor([float("nan"), -1.0, 0.0]), graphs=None, breaks=None)
+    bytegraph.reset()
+    check(f, torch.randint(-3, 3, (5,)))

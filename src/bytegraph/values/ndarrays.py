@@ -548,6 +548,8 @@ def _check_values(tx, kind, name, args, kwargs, arrays) -> None:
             raise Unsupported(f"in-place {name} of a NumPy array with an operand sharing its memory", kind="numpy")
         if not (target.is_floating_point() or target.is_complex()) and not integer:
             raise Unsupported(f"in-place {name} writes floating-point values into an integer array", kind="numpy")
+    if name == "sign" and not integer:
+        raise Unsupported("np.sign of floating-point arrays (torch gives 0 for NaN, NumPy NaN)", kind="numpy")
     if name in _INTEGER_DIVISION or name in _POWER:
         other = args[1] if len(args) > 1 else None
         if not integer and name in _INTEGER_DIVISION:
