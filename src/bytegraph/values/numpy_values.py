@@ -42,8 +42,8 @@ def is_numpy_callable(obj) -> bool:
     if isinstance(obj, np.ufunc):
         # NumPy's own (np.frompyfunc makes ufuncs that run Python code)
         return _public(obj)
-    from .ndarrays import _FUNCTIONS, CONSTRUCTORS
-    if getattr(obj, "__name__", None) in CONSTRUCTORS and getattr(obj, "__module__", None) == "numpy" and _public(obj):
+    from .ndarrays import _FUNCTIONS
+    if obj is np.asarray or obj is np.array:  # (by identity: no attribute of a user object is read)
         return True
     return type(obj).__name__ == "_ArrayFunctionDispatcher" and type(obj).__module__ == "numpy" \
         and getattr(obj, "__name__", None) in _PURE_FUNCTIONS | _FUNCTIONS and _public(obj)
