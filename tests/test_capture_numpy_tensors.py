@@ -648,3 +648,23 @@ def test_sign_of_floats_breaks_but_of_integers_traces():
     check(f, torch.tensor([float("nan"), -1.0, 0.0]), graphs=None, breaks=None)
     bytegraph.reset()
     check(f, torch.randint(-3, 3, (5,)))
+
+
+def test_numpy_argument_errors_are_the_programs():
+    def f(x):
+        a = x.numpy()
+        try:
+            a.astype("no such type")
+        except TypeError as e:
+            msg = str(e)
+        try:
+            a.reshape(7)
+        except ValueError as e:
+            msg += str(e)
+        try:
+            a[5]
+        except IndexError as e:
+            msg += str(e)
+        return x + 1, msg
+
+    check(f, torch.randn(3))

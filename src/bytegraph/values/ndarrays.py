@@ -450,8 +450,9 @@ def numpy_call(tx, kind: str, name: str, args: list, kwargs: dict) -> Value:
     arrays = _arrays(args) + _arrays(list(kwargs.values()))
     if any(isinstance(v, TensorValue) for v in _leaves(args + list(kwargs.values()))):
         raise Unsupported(f"{name}() of a NumPy array and a tensor", kind="numpy")
-    _check_values(tx, kind, name, args, kwargs, arrays)
+    # (the arguments are vetted first: NumPy at trace time must meet no user object)
     node_args, node_kwargs = [_node_arg(tx, a) for a in args], {k: _node_arg(tx, v) for k, v in kwargs.items()}
+    _check_values(tx, kind, name, args, kwargs, arrays)
     expected, views = _oracle(tx, kind, name, args, kwargs)
     if name in _FLOAT_LOOPS and isinstance(expected, (_np().ndarray, _np().generic)) \
             and expected.dtype.kind == "f" and not kwargs:
@@ -515,13 +516,14 @@ def _node_arg(tx, v: Value) -> Value:
     if v.is_constant():
         c = v.as_constant()
         np = _np()
-        if isinstance(c, np.generic):
+        # (type() checks: isinstance could read a user object's __class__)
+        if issubclass(type(c), np.generic):
             name = str(c.dtype)
             if name not in _TORCH_TO_NUMPY.values():
                 raise Unsupported(f"a NumPy {name} scalar in an array operation", kind="numpy")
             return graph_call(tx, "call_function", torch.tensor, [const(c.item())],
                               {"dtype": const(getattr(torch, name))})
-        if isinstance(c, np.dtype) or isinstance(c, type) and issubclass(c, np.generic):
+        if issubclass(type(c), np.dtype) or type(c) is type and issubclass(c, np.generic):
             return const(str(np.dtype(c)))
         if type(c) in (int, float, bool, str, type(None), complex, slice) or c is Ellipsis:
             return v
@@ -564,7 +566,11 @@ def _check_values(tx, kind, name, args, kwargs, arrays) -> None:
             return
     if name == "astype":
         src = arrays[0].tensor.fake.dtype
-        target = np.dtype(args[1].as_constant() if len(args) > 1 else kwargs["dtype"].as_constant())
+        spec = args[1] if len(args) > 1 else kwargs.get("dtype")
+        try:
+            target = np.dtype(spec.as_constant())
+        except (AttributeError, TypeError, ValueError):
+            return  # NumPy's own error, which the stand-ins raise
         if (src.is_floating_point or src.is_complex) and target.kind in "iub":
             raise Unsupported("astype() from floating point to integer", kind="numpy")
         if target.kind == "f" and (not src.is_floating_point and target.itemsize < 4 or
