@@ -353,8 +353,16 @@ def tensor_numpy(tx, tensor: TensorValue, args, kwargs) -> Value:
 
 def tensor_of_ndarray(tx, fn, args, kwargs) -> Value:
     """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` of a traced array: a
-    new tensor object sharing the array's memory."""
+    new tensor object sharing the array's memory; ``torch.tensor(a)``: a copy."""
     array = args[0]
+    if fn is torch.tensor:
+        dtype = kwargs.get("dtype")
+        if len(args) != 1 or set(kwargs) - {"dtype"} or dtype is not None and not dtype.is_constant():
+            raise Unsupported("torch.tensor() of an array with arguments other than dtype", kind="numpy")
+        out = graph_call(tx, "call_method", "clone", [array.tensor], {})
+        if dtype is not None and dtype.as_constant() is not None:
+            out = graph_call(tx, "call_method", "to", [out, dtype], {})
+        return out
     if not array.scalar and not _owned(tx, array):
         raise Unsupported(f"{fn.__name__}() of an array sharing a tensor's memory", kind="numpy",
                           hint="the new tensor would share the tensor's version counter, which it does not in eager")

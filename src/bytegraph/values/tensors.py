@@ -323,7 +323,7 @@ class TorchFunctionValue(Value):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
-        if fn in (torch.from_numpy, torch.as_tensor) and args:
+        if fn in (torch.from_numpy, torch.as_tensor, torch.tensor) and args:
             from .ndarrays import NdarrayValue, tensor_of_ndarray
             if isinstance(args[0], NdarrayValue):
                 return tensor_of_ndarray(tx, fn, args, kwargs)
