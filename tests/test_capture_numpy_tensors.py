@@ -46,7 +46,7 @@ def _clone(obj):
 def _fresh(obj, gen):
     if isinstance(obj, torch.Tensor):
         if obj.is_floating_point():
-            return torch.randn(obj.shape, generator=gen).to(obj.dtype)
+            return torch.randn(obj.shape, generator=gen).to(obj.dtype).requires_grad_(obj.requires_grad)
         return torch.randint(-5, 6, obj.shape, generator=gen).to(obj.dtype)
     if isinstance(obj, (list, tuple)):
         return type(obj)(_fresh(o, gen) for o in obj)
@@ -678,3 +678,11 @@ def test_torch_tensor_of_an_array_copies(fp_ignore):
         return t, torch.tensor(a.sum()), torch.tensor(a * 2, dtype=torch.float64), x
 
     check(f, torch.randn(3))
+
+
+def test_numpy_force_of_a_tensor_requiring_grad(fp_ignore):
+    def f(w):
+        a = w.numpy(force=True)
+        return torch.from_numpy(a * 2), a.shape
+
+    check(f, torch.randn(3, requires_grad=True))

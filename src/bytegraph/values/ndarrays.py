@@ -337,9 +337,14 @@ def has_ndarray(values) -> bool:
 def tensor_numpy(tx, tensor: TensorValue, args, kwargs) -> Value:
     """``x.numpy()``: the array sharing ``x``'s memory; eager's errors for a
     tensor that requires grad."""
-    if args or kwargs:
+    force = (args[0] if args else kwargs.get("force", const(False)))
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"force"} or not force.is_constant():
         raise Unsupported("tensor.numpy() with arguments", kind="numpy")
     fake = tensor.fake
+    if force.as_constant() and fake.requires_grad:
+        # numpy(force=True) is detach().numpy(): x's memory still
+        tensor = graph_call(tx, "call_method", "detach", [tensor], {})
+        fake = tensor.fake
     if fake.requires_grad:
         tx.raise_python_exception(RuntimeError(
             "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."))
