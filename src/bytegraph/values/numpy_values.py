@@ -7,6 +7,8 @@ NumPy scalar it returns is a graph constant, passed to the tensor operation
 as the program passes it (so the operation's type promotion is eager's).
 Anything else -- an ``out=`` argument, a result that is an array (mutable),
 a warning or floating-point error NumPy would report -- breaks cleanly.
+The same functions called on arrays computed from tensors (``x.numpy()``)
+become graph nodes: see values/ndarrays.py.
 """
 
 from __future__ import annotations
