@@ -175,6 +175,8 @@ def _print(tx, args, kwargs):
 
 def _scalar_type(fn):
     def handler(tx, args, kwargs):
+        if args and fn in (float, int) and len(args) == 1 and not kwargs and hasattr(args[0], "to_python"):
+            return args[0].to_python(tx, fn.__name__)  # a NumPy array or scalar of the graph (values.ndarrays)
         if args and isinstance(args[0], TensorValue):
             if fn in (float, int, bool) and len(args) == 1 and not kwargs:
                 from .scalar_outputs import tensor_to_python
