@@ -1,0 +1,254 @@
+"""Issue #13 capture breadth: class-attribute writes on pre-existing classes,
+and ``warnings.warn``.  Each test is differential (compiled vs eager: result,
+the classes' state afterwards, exceptions, recorded warnings) and asserts
+the code was captured (graph count, no break, no recompile on an identical
+call)."""
+
+import warnings
+
+import pytest
+import torch
+
+import bytegraph
+from conftest import assert_tree_equal, compile_counting
+
+
+def t(*shape):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(sum(shape) + 7))
+
+
+def _state(*classes):
+    return [{k: v for k, v in vars(c).items() if not k.startswith("__")} for c in classes]
+
+
+def run_both(fn, make_args, reset, observe, graphs=1, breaks=0, calls=2):
+    """Run ``fn`` eagerly then compiled ``calls`` times each, resetting the
+    program state (``reset()``) before every run; compare results (or
+    exceptions) and ``observe()`` afterwards.  Then check the counts."""
+    compiled, be = compile_counting(fn)
+    for _ in range(calls):
+        reset()
+        try:
+            expected, exp_exc = fn(*make_args()), None
+        except Exception as e:  # noqa: BLE001 - compared below
+            expected, exp_exc = None, e
+        exp_state = observe()
+        reset()
+        try:
+            actual, act_exc = compiled(*make_args()), None
+        except Exception as e:  # noqa: BLE001
+            actual, act_exc = None, e
+        assert (type(act_exc), str(act_exc)) == (type(exp_exc), str(exp_exc))
+        assert observe() == exp_state
+        assert_tree_equal(actual, expected)
+    stats = bytegraph.stats()
+    if graphs is not None:
+        assert be.count == graphs, stats
+        assert stats.recompiles == 0, stats
+        assert stats.eager_fallbacks == 0, stats
+    if breaks is not None:
+        assert stats.graph_breaks == breaks, stats
+    return be
+
+
+# ---------------------------------------------------------------------------
+# class attribute writes
+
+class Base:
+    scale = 2
+
+    def f(self, x):
+        return x * self.scale
+
+
+class Sub(Base):
+    pass
+
+
+def _reset_base():
+    Base.scale = 2
+    for c in (Base, Sub):
+        for name in ("counter", "extra", "g"):
+            if name in vars(c):
+                delattr(c, name)
+
+
+def test_class_attr_assign_seen_by_later_reads():
+    def fn(x):
+        before = Base.scale
+        Base.scale = 3
+        s = Sub()
+        return x * before + s.f(x) + Sub.scale + Base().scale
+
+    run_both(fn, lambda: (t(3),), _reset_base, lambda: _state(Base, Sub))
+
+
+def test_type_self_counter_augassign():
+    def fn(x):
+        s = Sub()
+        type(s).counter = getattr(Sub, "counter", 0) + 1
+        type(s).counter += 1
+        return x + s.counter + Sub.counter
+
+    run_both(fn, lambda: (t(2),), _reset_base, lambda: _state(Base, Sub))
+
+
+def test_setattr_and_delattr_builtins():
+    def fn(x):
+        setattr(Base, "extra", 5)
+        y = x * Sub.extra
+        delattr(Base, "extra")
+        return y, hasattr(Sub, "extra"), hasattr(Sub(), "extra")
+
+    run_both(fn, lambda: (t(2),), _reset_base, lambda: _state(Base, Sub))
+
+
+def test_del_class_attr_missing_raises_attribute_error():
+    def fn(x):
+        Base.extra = 1
+        del Sub.scale  # Sub's own dict has no 'scale'
+        return x
+
+    # (a frame that raises runs eagerly: compared, not counted)
+    run_both(fn, lambda: (t(2),), _reset_base, lambda: _state(Base, Sub), graphs=None, calls=1)
+
+
+def test_instance_attr_shadows_assigned_class_attr():
+    class P:
+        scale = 1
+
+        def __init__(self):
+            self.scale = 10
+
+    obj = P()
+
+    def fn(x):
+        P.scale = 4
+        return x * obj.scale + P.scale + P().scale
+
+    def reset():
+        P.scale = 1
+
+    run_both(fn, lambda: (t(2),), reset, lambda: (_state(P), vars(obj)))
+
+
+def test_method_assigned_on_class_is_bound_on_instances():
+    def g(self, x):
+        return x - self.scale
+
+    def fn(x):
+        Base.g = g
+        return Sub().g(x)
+
+    run_both(fn, lambda: (t(2),), _reset_base, lambda: _state(Base, Sub))
+
+
+def test_write_on_pre_existing_instance_after_class_write():
+    class Q:
+        v = 0
+    obj = Q()
+
+    def fn(x):
+        Q.v = 1
+        obj.v = 2
+        return x + obj.v + Q.v
+
+    def reset():
+        Q.v = 0
+        vars(obj).clear()
+
+    run_both(fn, lambda: (t(2),), reset, lambda: (_state(Q), dict(vars(obj))))
+
+
+def test_guard_on_value_read_before_write():
+    def fn(x):
+        a = Base.scale
+        Base.scale = a + 1
+        return x * a
+
+    compiled, be = compile_counting(fn)
+    _reset_base()
+    r1 = compiled(torch.ones(2))
+    assert torch.equal(r1, torch.full((2,), 2.0)) and Base.scale == 3
+    r2 = compiled(torch.ones(2))  # Base.scale is now 3: the guard must notice
+    assert torch.equal(r2, torch.full((2,), 3.0)) and Base.scale == 4
+    _reset_base()
+
+
+def test_side_effect_order_with_globals():
+    log = []
+
+    def fn(x):
+        log.append(Base.scale)
+        Base.scale = 7
+        log.append(Base.scale)
+        return x + 1
+
+    run_both(fn, lambda: (t(2),), lambda: (_reset_base(), log.clear()), lambda: (_state(Base), list(log)))
+
+
+def test_builtin_type_raises_type_error():
+    def fn(x):
+        int.x = 1
+        return x
+
+    compiled, be = compile_counting(fn)
+    with pytest.raises(TypeError, match="cannot set 'x' attribute of immutable type 'int'"):
+        compiled(t(2))
+
+
+def test_metaclass_setattr_breaks_cleanly():
+    seen = []
+
+    class Meta(type):
+        def __setattr__(cls, name, value):
+            seen.append(name)
+            super().__setattr__(name, value)
+
+    class M(metaclass=Meta):
+        v = 0
+
+    def fn(x):
+        M.v = 1
+        return x + M.v
+
+    compiled, be = compile_counting(fn)
+    out = compiled(torch.zeros(2))
+    assert torch.equal(out, torch.ones(2)) and seen == ["v"] and M.v == 1
+    kinds = [r.kind for r in bytegraph.explain(fn)(torch.zeros(2)).break_reasons]
+    assert "class_setattr" in kinds
+
+
+def test_property_replaced_on_class_then_instance_write_breaks_soundly():
+    class R:
+        @property
+        def p(self):
+            return 1
+
+    def fn(x):
+        R.p = 5
+        r = R()
+        r.p = 6  # no longer a property: an instance attribute
+        return x + r.p + R.p
+
+    def reset():
+        R.p = property(lambda self: 1)
+
+    run_both(fn, lambda: (t(2),), reset, lambda: [type(R.__dict__["p"]).__name__], graphs=None, breaks=None)
+
+
+def test_dunder_write_breaks_cleanly():
+    class S:
+        def __len__(self):
+            return 1
+
+    def fn(x):
+        S.__len__ = lambda self: 2
+        return x + len(S())
+
+    def reset():
+        S.__len__ = lambda self: 1
+
+    run_both(fn, lambda: (t(2),), reset, lambda: None, graphs=2, breaks=1)
+    kinds = [r.kind for r in bytegraph.explain(fn)(t(2)).break_reasons]
+    assert "class_setattr" in kinds
