@@ -252,3 +252,152 @@ def test_dunder_write_breaks_cleanly():
     run_both(fn, lambda: (t(2),), reset, lambda: None, graphs=2, breaks=1)
     kinds = [r.kind for r in bytegraph.explain(fn)(t(2)).break_reasons]
     assert "class_setattr" in kinds
+
+
+# ---------------------------------------------------------------------------
+# warnings.warn
+
+def _warn_helper(x):
+    warnings.warn("from the helper, pointing at its caller", RuntimeWarning, stacklevel=2)
+    return x + 1
+
+
+def _warns(x):
+    y = x * 2
+    warnings.warn("plain message")
+    warnings.warn("deprecated", DeprecationWarning)
+    warnings.warn(message="keyword", category=FutureWarning, stacklevel=1)
+    return _warn_helper(y)
+
+
+def _recorded(log):
+    return [(str(m.message), m.category, m.filename, m.lineno, m.line, m.source) for m in log]
+
+
+def _run_recording(f, action, x):
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter(action)
+        out = f(x)
+    return out, _recorded(log)
+
+
+@pytest.mark.parametrize("action", ["always", "default", "once", "module", "ignore"])
+def test_warn_recorded_like_eager(action):
+    compiled, be = compile_counting(_warns)
+    globals().pop("__warningregistry__", None)
+    for _ in range(2):
+        expected = _run_recording(_warns, action, t(2))
+        # (the registry eager filled is the one the compiled replay consults)
+        actual = _run_recording(compiled, action, t(2))
+        assert_tree_equal(actual[0], expected[0])
+        if action in ("always", "ignore"):
+            assert actual[1] == expected[1]
+    globals().pop("__warningregistry__", None)
+    # once/default/module: each fresh registry state gives the same records
+    for _ in range(2):
+        globals().pop("__warningregistry__", None)
+        expected = _run_recording(_warns, action, t(2))
+        globals().pop("__warningregistry__", None)
+        actual = _run_recording(compiled, action, t(2))
+        assert actual[1] == expected[1]
+        assert _run_recording(compiled, action, t(2))[1] == _run_recording(_warns, action, t(2))[1]
+    stats = bytegraph.stats()
+    assert be.count == 1 and stats.graph_breaks == 0 and stats.recompiles == 0, stats
+
+
+def test_warn_registry_written_like_eager():
+    def fn(x):
+        warnings.warn("registered once")
+        return x + 1
+
+    compiled, be = compile_counting(fn)
+    globals().pop("__warningregistry__", None)
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("default")
+        compiled(t(2))
+        compiled(t(2))
+    assert len(log) == 1 and str(log[0].message) == "registered once"
+    registry = globals()["__warningregistry__"]
+    assert any(k[0] == "registered once" for k in registry if isinstance(k, tuple))
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+def test_warn_error_filter_raises_at_the_right_point():
+    hits = []
+
+    def fn(x):
+        hits.append(1)
+        warnings.warn("boom", UserWarning)
+        hits.append(2)
+        return x + 1
+
+    compiled, be = compile_counting(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="boom"):
+            compiled(t(2))
+    assert hits == [1]
+    # the same function with the warning only recorded: a new entry, captured
+    hits.clear()
+    out, rec = _run_recording(compiled, "always", torch.zeros(2))
+    assert hits == [1, 2] and [r[0] for r in rec] == ["boom"] and torch.equal(out, torch.ones(2))
+
+
+def test_warn_filters_changed_to_error_recompiles():
+    def fn(x):
+        warnings.warn("maybe an error")
+        return x + 1
+
+    compiled, be = compile_counting(fn)
+    _, rec = _run_recording(compiled, "always", t(2))
+    assert len(rec) == 1
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="maybe")
+        with pytest.raises(UserWarning):
+            compiled(t(2))
+    _, rec = _run_recording(compiled, "always", t(2))
+    assert len(rec) == 1
+
+
+def test_warn_stacklevel_above_compiled_frame_breaks():
+    def fn(x):
+        warnings.warn("caller's problem", stacklevel=2)
+        return x + 1
+
+    compiled, be = compile_counting(fn)
+    expected = _run_recording(fn, "always", t(2))
+    actual = _run_recording(compiled, "always", t(2))
+    assert [r[:2] for r in actual[1]] == [r[:2] for r in expected[1]]
+    kinds = [r.kind for r in bytegraph.explain(fn)(t(2)).break_reasons]
+    assert "warnings" in kinds
+
+
+def test_warn_log_read_in_the_trace_breaks():
+    def fn(x, log):
+        warnings.warn("seen")
+        return x + len(log)
+
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        expected = fn(torch.zeros(2), log)
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        actual = bytegraph.compile(fn)(torch.zeros(2), log)
+    assert torch.equal(actual, expected), [str(m.message) for m in log]
+    assert [str(m.message) for m in log if m.category is UserWarning] == ["seen"]
+
+
+def test_warn_with_program_showwarning_breaks():
+    shown = []
+
+    def fn(x):
+        warnings.warn("shown by the program")
+        return x + 1
+
+    compiled, be = compile_counting(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *a, **k: shown.append(str(a[0]))
+        compiled(t(2))
+    assert shown == ["shown by the program"]
+    assert bytegraph.stats().graph_breaks == 1

@@ -54,6 +54,8 @@ class SideEffects:
         self.class_dirty: Dict[int, set] = {}
         #: id(class) -> the one ClassValue class-attribute writes are kept on
         self._class_values: Dict[int, Value] = {}
+        #: warnings.warn calls captured (see values/warnings_calls.py): what their guard checks
+        self.warn_guards: List[tuple] = []
         #: while code is traced only to check it (an autograd Function's
         #: forward), every value it mutates or sets an attribute on, with a
         #: source or not (see autograd_function._Sandbox)

@@ -173,6 +173,8 @@ class Trace:
                 raise Unsupported("the trace nested too deeply (RecursionError while tracing)",
                                   kind="recursion", hint="the frame runs eagerly") from None
             finally:
+                from ..values.warnings_calls import add_warn_guards
+                add_warn_guards(self.side_effects, self.guards)
                 # A graph ends outside every autocast block it entered (the
                 # code after a break re-enters them natively).
                 for ctx in reversed(list(self.open_autocasts)):

@@ -15,6 +15,7 @@ import inspect
 import sys
 import traceback
 import types
+import warnings
 import math
 import operator
 from typing import Callable, Dict, List
@@ -35,6 +36,7 @@ from .exceptions import ExceptionValue, TracebackValue, construct_exception
 from . import user_operators
 from .copying import copy_handler, deepcopy_handler
 from .object_protocol import new_object
+from .warnings_calls import warn_handler
 from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -633,6 +635,7 @@ BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 # test_deque fills queues in 100k-step loops, and tracing them all exceeds its
 # time budget; it needs a bound on traced loop steps first.
 BUILTIN_HANDLERS[object.__new__] = new_object
+BUILTIN_HANDLERS[warnings.warn] = warn_handler
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
