@@ -140,7 +140,9 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         else:
             roots = [result] + se.replay_roots()
             trace.check_paused_generators()
-        counts, tensors = live_values(roots)
+        # (classes made in the trace are also reached through loads of their
+        # template that are no child of anything: count what they hold)
+        counts, tensors = live_values(roots + list(se.templates.values()))
         # An exception raised in the trace and still reached afterwards (kept
         # in a local across a break, stored, returned) would be rebuilt
         # without its traceback, context and identity: break where it was
@@ -173,6 +175,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         return _original_code_entry(trace, fn, kept, closure_param, start)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
+    cg.templates = se.templates
     cg.prologue()
     graphs = []
     if has_graph:

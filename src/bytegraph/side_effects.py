@@ -54,6 +54,8 @@ class SideEffects:
         self.class_dirty: Dict[int, set] = {}
         #: id(class) -> the one ClassValue class-attribute writes are kept on
         self._class_values: Dict[int, Value] = {}
+        #: id(template class) -> its TemplateClassValue: classes made by class statements in the trace
+        self.templates: Dict[int, Value] = {}
         #: warnings.warn calls captured (see values/warnings_calls.py): what their guard checks
         self.warn_guards: List[tuple] = []
         #: while code is traced only to check it (an autograd Function's

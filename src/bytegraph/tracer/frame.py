@@ -120,6 +120,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         #: generated frames whose locals came in one dict: its source and keys
         self.state_source = None
         self.state_names: tuple = ()
+        #: a class body's namespace (name -> value, in definition order), else None
+        self.namespace: Optional[Dict[str, Value]] = None
 
     # -- services used by values ---------------------------------------------
     @property

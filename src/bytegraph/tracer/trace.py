@@ -174,7 +174,9 @@ class Trace:
                                   kind="recursion", hint="the frame runs eagerly") from None
             finally:
                 from ..values.warnings_calls import add_warn_guards
+                from ..values.class_build import drop_template_guards
                 add_warn_guards(self.side_effects, self.guards)
+                drop_template_guards(self.side_effects, self.guards)
                 # A graph ends outside every autocast block it entered (the
                 # code after a break re-enters them natively).
                 for ctx in reversed(list(self.open_autocasts)):

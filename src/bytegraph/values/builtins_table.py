@@ -7,6 +7,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
 import dataclasses
@@ -503,6 +504,11 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
+    if cls in (staticmethod, classmethod, property):
+        from .class_build import wrap_descriptor
+        wrapped = wrap_descriptor(tx, cls, list(args), dict(kwargs))
+        if wrapped is not None:
+            return wrapped
     new = _namedtuple_new(cls)
     if new is not None:
         # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
@@ -636,6 +642,8 @@ BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 # time budget; it needs a bound on traced loop steps first.
 BUILTIN_HANDLERS[object.__new__] = new_object
 BUILTIN_HANDLERS[warnings.warn] = warn_handler
+BUILTIN_HANDLERS[builtins.__build_class__] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["build_class"]).build_class(tx, a, k)
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
