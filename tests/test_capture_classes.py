@@ -38,7 +38,7 @@ def run_both(fn, make_args, reset, observe, graphs=1, breaks=0, calls=2):
             actual, act_exc = compiled(*make_args()), None
         except Exception as e:  # noqa: BLE001
             actual, act_exc = None, e
-        assert (type(act_exc), str(act_exc)) == (type(exp_exc), str(exp_exc))
+        assert (type(act_exc), str(act_exc)) == (type(exp_exc), str(exp_exc)), repr(act_exc)
         assert observe() == exp_state
         assert_tree_equal(actual, expected)
     stats = bytegraph.stats()

@@ -199,6 +199,10 @@ def _run_body(tx, body, name: str) -> Dict[str, Value]:
     code = body.code
     if code.co_flags & 0x3:  # CO_OPTIMIZED | CO_NEWLOCALS: not a class body
         _refuse(f"{name}'s body is not a class body")
+    if set(code.co_cellvars) & set(code.co_freevars):
+        # (``__class__`` both the body's own cell and the enclosing one's: the
+        # frame keeps cells by name)
+        _refuse(f"class {name}: a cell and a free variable of the same name in its body")
     frame = tx._child(code, body.f_globals, {}, body.closure, name)
     frame.namespace = {}
     result = frame.run()

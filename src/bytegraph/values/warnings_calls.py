@@ -34,6 +34,8 @@ from __future__ import annotations
 import _warnings
 import builtins
 import re
+import sys
+import types
 import warnings
 
 from ..errors import Unsupported
@@ -42,9 +44,24 @@ from .base import Value
 from .constants import NONE
 
 _WARN_EXPLICIT = _warnings.warn_explicit
-_SHOWWARNMSG = warnings._showwarnmsg
-_SHOWWARNMSG_IMPL = warnings._showwarnmsg_impl
-_FORMATWARNMSG_IMPL = warnings._formatwarnmsg_impl
+_DISPLAY_FUNCTIONS = ("_showwarnmsg", "_showwarnmsg_impl", "_formatwarnmsg", "_formatwarnmsg_impl")
+_codes: dict = {}
+
+
+def _stdlib_code(name: str):
+    """The code of the ``warnings`` module's own function ``name``, from its
+    source file (the module's attribute may be replaced, e.g. by
+    ``catch_warnings(record=True)``; a fresh copy of the module has other
+    function objects of equal code)."""
+    if not _codes:
+        import importlib.util
+        spec = importlib.util.find_spec("warnings")
+        module_code = spec.loader.get_code("warnings") if spec is not None and spec.loader is not None else None
+        for c in getattr(module_code, "co_consts", ()):
+            if isinstance(c, types.CodeType) and c.co_name in _DISPLAY_FUNCTIONS:
+                _codes[c.co_name] = c
+        _codes.setdefault("", None)  # (looked once)
+    return _codes.get(name)
 _ACTIONS = ("ignore", "always", "default", "module", "once")
 _LIST_APPEND = type([].append)
 
@@ -62,7 +79,10 @@ def _action(category, text: str, module: str, lineno: int):
     """The filters' action for the warning (``_warnings``' ``get_filter``), or
     None when deciding it could run code (a filter that is not made of
     strings, regexes and plain classes)."""
-    filters = getattr(warnings, "filters", None)
+    w = _module()
+    if w is None:
+        return None
+    filters = w.__dict__.get("filters")
     if type(filters) is not list:
         return None
     for item in filters:
@@ -84,29 +104,43 @@ def _action(category, text: str, module: str, lineno: int):
                 return None
         if matched[0] and issubclass(category, cat) and matched[1] and (ln == 0 or lineno == ln):
             return action
-    action = getattr(warnings, "defaultaction", None)
+    action = w.__dict__.get("defaultaction")
     return action if type(action) is str else None
+
+
+def _module():
+    """The ``warnings`` module ``_warnings`` reads its state from: the one in
+    ``sys.modules`` when it runs (else None: its own defaults, not modelled)."""
+    w = sys.modules.get("warnings")
+    return w if type(w) is types.ModuleType else None
+
+
+def _module_function(w, name: str) -> bool:
+    fn = w.__dict__.get(name)
+    code = _stdlib_code(name)
+    return type(fn) is types.FunctionType and fn.__globals__ is w.__dict__ and code is not None and fn.__code__ == code
 
 
 def _sink_ok(excluded=()) -> bool:
     """Showing the warning runs no program code (see module docstring)."""
-    w = warnings
-    if w.__dict__.get("_showwarnmsg") is not _SHOWWARNMSG or \
+    w = _module()
+    if w is None or not _module_function(w, "_showwarnmsg") or \
             w.__dict__.get("showwarning") is not w.__dict__.get("_showwarning_orig"):
         return False
     impl = w.__dict__.get("_showwarnmsg_impl")
-    if impl is _SHOWWARNMSG_IMPL:
+    if type(impl) is types.FunctionType:
         # formatted (linecache reads the file) and written to sys.stderr
-        return w.__dict__.get("_formatwarnmsg") is warnings._formatwarnmsg and \
+        return _module_function(w, "_showwarnmsg_impl") and _module_function(w, "_formatwarnmsg") and \
             w.__dict__.get("formatwarning") is w.__dict__.get("_formatwarning_orig") and \
-            w.__dict__.get("_formatwarnmsg_impl") is _FORMATWARNMSG_IMPL
+            _module_function(w, "_formatwarnmsg_impl")
     # catch_warnings(record=True): log.append
     return type(impl) is _LIST_APPEND and type(impl.__self__) is list and impl.__name__ == "append" and \
         all(impl.__self__ is not other for other in excluded)
 
 
 def record_list():
-    impl = warnings.__dict__.get("_showwarnmsg_impl")
+    w = _module()
+    impl = w.__dict__.get("_showwarnmsg_impl") if w is not None else None
     return impl.__self__ if type(impl) is _LIST_APPEND and type(impl.__self__) is list else None
 
 
