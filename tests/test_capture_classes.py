@@ -544,3 +544,66 @@ def test_class_statement_unsupported_breaks_cleanly(kind):
         assert WithHook.seen == ["C"]
     reasons = bytegraph.explain(fn)(x).break_reasons
     assert reasons and all(r.kind not in ("unsupported_builtin", "internal") for r in reasons), reasons
+
+
+# ---------------------------------------------------------------------------
+# namedtuple classes made inside the compiled function
+
+def _namedtuple_program(x):
+    import collections
+    import typing
+    P = collections.namedtuple("P", ["a", "b"], defaults=[5])
+    T = typing.NamedTuple("T", [("a", torch.Tensor), ("b", int)])
+
+    class Q(typing.NamedTuple):
+        a: torch.Tensor
+        b: int = 4
+
+        def total(self):
+            return self.a + self.b
+
+    p, t_, q = P(x, 2), T(x, 3), Q(x)
+    r = p._replace(b=7)
+    return p, r, t_, q, q.total() + p.b + r[1], P, T, Q
+
+
+def test_namedtuple_classes_captured_and_like_eager():
+    x = t(2)
+    expected = _namedtuple_program(x)
+    outs = _captured(_namedtuple_program, x)
+    for out in outs:
+        assert_tree_equal(out[4], expected[4])
+        for inst, cls, ecls in ((out[0], out[5], expected[5]), (out[1], out[5], expected[5]),
+                                (out[2], out[6], expected[6]), (out[3], out[7], expected[7])):
+            assert type(inst) is cls
+            assert (cls.__name__, cls.__qualname__, cls.__module__, cls._fields, cls._field_defaults) == \
+                (ecls.__name__, ecls.__qualname__, ecls.__module__, ecls._fields, ecls._field_defaults)
+            assert getattr(cls, "__annotations__", None) == getattr(ecls, "__annotations__", None)
+            assert getattr(cls, "__orig_bases__", None) == getattr(ecls, "__orig_bases__", None)
+        assert out[0].b == 2 and out[1].b == 7 and out[3].b == 4
+    # a new class on every call, as CPython makes one
+    assert all(outs[0][i] is not outs[1][i] for i in (5, 6, 7))
+
+
+def test_class_statement_with_annotations():
+    def fn(x):
+        class Config:
+            scale: float = 2.0
+            name: str
+        return x * Config.scale, Config
+
+    x = t(2)
+    outs = _captured(fn, x)
+    assert outs[0][1].__annotations__ == {"scale": float, "name": str}
+    assert torch.equal(outs[0][0], x * 2.0)
+
+
+def test_namedtuple_bad_field_raises_like_eager():
+    import collections
+
+    def fn(x):
+        collections.namedtuple("P", ["a", "a"])
+        return x
+
+    with pytest.raises(ValueError, match="Encountered duplicate field name"):
+        bytegraph.compile(fn)(t(2))

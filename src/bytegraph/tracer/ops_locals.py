@@ -166,6 +166,12 @@ class LocalOps:
             self.raise_python_exception(NameError(f"name '{ins.argval}' is not defined"))
         check_release(ns.pop(ins.argval))
 
+    def SETUP_ANNOTATIONS(self, ins):
+        ns = self._namespace(ins)
+        if "__annotations__" not in ns:
+            from ..values.containers import DictValue
+            ns["__annotations__"] = DictValue()
+
     def LOAD_CLASSDEREF(self, ins):
         # a free variable read in a class body: the namespace first, then the cell
         value = self._namespace(ins).get(ins.argval)

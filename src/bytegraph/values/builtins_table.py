@@ -16,6 +16,7 @@ import inspect
 import sys
 import traceback
 import types
+import typing
 import warnings
 import math
 import operator
@@ -642,6 +643,10 @@ BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 # time budget; it needs a bound on traced loop steps first.
 BUILTIN_HANDLERS[object.__new__] = new_object
 BUILTIN_HANDLERS[warnings.warn] = warn_handler
+BUILTIN_HANDLERS[collections.namedtuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["namedtuple_call"]).namedtuple_call(tx, a, k)
+BUILTIN_HANDLERS[typing.NamedTuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["typed_named_tuple_call"]).typed_named_tuple_call(tx, a, k)
 BUILTIN_HANDLERS[builtins.__build_class__] = lambda tx, a, k: __import__(
     "bytegraph.values.class_build", fromlist=["build_class"]).build_class(tx, a, k)
 

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import builtins
 import types
+import typing
 from typing import Dict, List
 
 from ..errors import Unsupported
 from ..sources import ObjectSource, chain
 from .base import Value
 from .cells import CellValue, EMPTY
-from .constants import NONE, const
+from .constants import NONE, ConstantValue, const
 from .objects import ClassValue, NO_ATTR, special_lookup
 
 _WRAPPERS = (staticmethod, classmethod, property)
@@ -53,19 +54,21 @@ class TemplateClassValue(ClassValue):
     docstring).  ``cls`` is the template; the value reconstructs as a new
     class built from ``name``, ``bases`` and the namespace values."""
 
-    __slots__ = ("name", "bases", "namespace")
+    __slots__ = ("name", "bases", "namespace", "maker")
 
-    def __init__(self, template: type, name: str, bases: List[Value], namespace: Dict[str, Value]):
+    def __init__(self, template: type, name: str, bases: List[Value], namespace: Dict[str, Value], maker=type):
         super().__init__(template, None)
         self.name = name
         self.bases = bases
         self.namespace = namespace
+        #: what the generated code calls with (name, bases, namespace)
+        self.maker = maker
 
     def children(self):
         return list(self.bases) + list(self.namespace.values())
 
     def reconstruct(self, cg):
-        cg.push_callable(type)
+        cg.push_callable(self.maker)
         cg.load_object(self.name)
         for b in self.bases:
             cg.reconstruct(b)
@@ -146,6 +149,8 @@ def build_class(tx, args, kwargs) -> Value:
         _refuse("__build_class__ called other than by a class statement")
     body, name = args[0], args[1].as_constant()
     base_values = list(args[2:])
+    if len(base_values) == 1 and base_values[0].real_object() == (typing.NamedTuple,):
+        return _typed_named_tuple_class(tx, body, name, kwargs)
     bases = []
     for b in base_values:
         if not (isinstance(b, ClassValue) and isinstance(b.cls, type)):
@@ -183,16 +188,49 @@ def build_class(tx, args, kwargs) -> Value:
     except Exception as e:  # noqa: BLE001 - e.g. a layout conflict of the bases
         _refuse(f"class {name}: type() raised {type(e).__name__}: {e}")
     value = TemplateClassValue(template, name, base_values, namespace)
+    _register(tx, template, value, functions)
+    cell = namespace.get("__classcell__")
+    if isinstance(cell, CellValue):
+        cell.contents = value
+    return value
+
+
+def _typed_named_tuple_class(tx, body, name: str, kwargs) -> Value:
+    """``class P(typing.NamedTuple): ...``: ``__build_class__`` resolves the
+    base to ``typing._NamedTuple`` (``__mro_entries__``), records
+    ``__orig_bases__`` and calls ``NamedTupleMeta``, which makes the class
+    with ``collections.namedtuple`` and copies the namespace onto it --
+    library code of no other effect, run on the template and again by the
+    generated code on the rebuilt namespace."""
+    if kwargs:
+        _refuse(f"NamedTuple class {name} with keywords")
+    namespace = _run_body(tx, body, name)
+    if "__classcell__" in namespace:
+        _refuse(f"NamedTuple class {name} using __class__ or super()")
+    namespace["__orig_bases__"] = ConstantValue((typing.NamedTuple,))
+    functions: dict = {}
+    real_ns = {key: _real_of(tx, key, value, functions, name) for key, value in namespace.items()}
+    try:
+        template = typing.NamedTupleMeta(name, (typing._NamedTuple,), real_ns)
+    except (TypeError, ValueError, AttributeError) as e:
+        tx.raise_python_exception(e)
+    value = TemplateClassValue(template, name, [], namespace, maker=_make_typed_named_tuple)
+    _register(tx, template, value, functions)
+    return value
+
+
+def _make_typed_named_tuple(name, bases, ns):
+    """What ``__build_class__`` does for a ``typing.NamedTuple`` class body (see above)."""
+    return typing.NamedTupleMeta(name, (typing._NamedTuple,), ns)
+
+
+def _register(tx, template, value, functions) -> None:
     se = tx.side_effects
     se.templates[id(template)] = value
     se.track_existing(template, value)
     for fn_obj, fn_value in functions.values():
         if fn_value is not None:
             se.track_existing(fn_obj, fn_value)
-    cell = namespace.get("__classcell__")
-    if isinstance(cell, CellValue):
-        cell.contents = value
-    return value
 
 
 def _run_body(tx, body, name: str) -> Dict[str, Value]:
@@ -265,6 +303,148 @@ def _template_function(tx, fn, functions: dict, cls_name: str):
         _refuse(f"class {cls_name}: a method with keyword-only defaults, annotations or attributes")
     functions[id(fn)] = (obj, fn)
     return obj
+
+
+class NamedTupleClassValue(ClassValue):
+    """A class made by ``collections.namedtuple(...)`` in the trace, from
+    constants: the template is the real call's result (the function only
+    builds a class); it reconstructs as the same call, so every call of the
+    compiled function makes its own class, as CPython does."""
+
+    __slots__ = ("call_args",)
+
+    def __init__(self, template: type, call_args: tuple):
+        super().__init__(template, None)
+        self.call_args = call_args  # (typename, field names, rename, defaults, module)
+
+    def reconstruct(self, cg):
+        import collections
+        typename, fields, rename, defaults, module = self.call_args
+        cg.push_callable(collections.namedtuple)
+        cg.load_object(typename)
+        cg.load_object(fields)
+        cg.load_object(rename)
+        cg.load_object(defaults)
+        cg.load_object(module)
+        cg.call(5, kw_names=("rename", "defaults", "module"))
+
+    def __repr__(self):
+        return f"NamedTupleClassValue({self.call_args[0]})"
+
+
+def _constant_strings(tx, value: Value, what: str):
+    """A str, or an iterable of str constants, as namedtuple takes field names."""
+    if value.is_constant():
+        c = value.as_constant()
+        if type(c) is str or (type(c) in (tuple, list) and all(type(x) is str for x in c)):
+            return c if type(c) is str else tuple(c)
+    else:
+        try:
+            items = value.unpack(tx)
+        except Unsupported:
+            items = None
+        if items is not None and all(i.is_constant() and type(i.as_constant()) is str for i in items):
+            return tuple(i.as_constant() for i in items)
+    raise Unsupported(f"collections.namedtuple() with {what} that are not string constants", kind="class_statement",
+                      hint="the call runs natively between graphs")
+
+
+def namedtuple_call(tx, args, kwargs) -> Value:
+    """``collections.namedtuple(typename, field_names, *, rename, defaults, module)``."""
+    import collections
+    import inspect
+    try:
+        bound = inspect.signature(collections.namedtuple).bind(*args, **kwargs)
+    except TypeError as e:
+        tx.raise_python_exception(e)
+    b = bound.arguments
+    typename = b["typename"]
+    if not typename.is_constant() or type(typename.as_constant()) is not str:
+        raise Unsupported("collections.namedtuple() with a typename that is not a str constant",
+                          kind="class_statement")
+    fields = _constant_strings(tx, b["field_names"], "field names")
+    options = {}
+    for key, default in (("rename", False), ("defaults", None), ("module", None)):
+        v = b.get(key)
+        if v is None:
+            options[key] = default
+            continue
+        if key == "defaults" and not v.is_constant():
+            items = v.unpack(tx)
+            if not all(i.is_constant() for i in items):
+                raise Unsupported("collections.namedtuple() with defaults that are not constants",
+                                  kind="class_statement")
+            options[key] = tuple(i.as_constant() for i in items)
+            continue
+        if not v.is_constant():
+            raise Unsupported(f"collections.namedtuple() with {key}= not a constant", kind="class_statement")
+        options[key] = v.as_constant()
+    if options["defaults"] is not None:
+        options["defaults"] = tuple(options["defaults"])
+    if options["module"] is None:
+        # what namedtuple reads from its caller's frame (sys._getframe(1))
+        options["module"] = tx.f_globals.get("__name__", "__main__")
+    try:
+        template = collections.namedtuple(typename.as_constant(), fields, **options)
+    except (TypeError, ValueError) as e:
+        tx.raise_python_exception(e)
+    value = NamedTupleClassValue(template, (typename.as_constant(), fields, options["rename"], options["defaults"],
+                                            options["module"]))
+    tx.side_effects.templates[id(template)] = value
+    tx.side_effects.track_existing(template, value)
+    return value
+
+
+def typed_named_tuple_call(tx, args, kwargs) -> Value:
+    """``typing.NamedTuple(typename, [(name, type), ...])`` or
+    ``NamedTuple(typename, name=type, ...)``: ``typing._make_nmtuple`` with the
+    caller's module, on constants (as ``collections.namedtuple`` above)."""
+    if not args or len(args) > 2 or not args[0].is_constant() or type(args[0].as_constant()) is not str:
+        raise Unsupported("typing.NamedTuple() called with other than a typename constant", kind="class_statement")
+    if len(args) == 2 and kwargs:
+        tx.raise_python_exception(TypeError("Either list of fields or keywords can be provided to NamedTuple, "
+                                            "not both"))
+    pairs = []
+    if len(args) == 2:
+        for item in args[1].unpack(tx):
+            parts = item.unpack(tx)
+            if len(parts) != 2:
+                raise Unsupported("typing.NamedTuple() fields that are not pairs", kind="class_statement")
+            pairs.append(tuple(parts))
+    else:
+        pairs = [(const(k), v) for k, v in kwargs.items()]
+    if not all(n.is_constant() and type(n.as_constant()) is str and t.is_constant() for n, t in pairs):
+        raise Unsupported("typing.NamedTuple() fields that are not constants", kind="class_statement")
+    fields = tuple((n.as_constant(), t.as_constant()) for n, t in pairs)
+    module = tx.f_globals.get("__name__", "__main__")
+    try:
+        template = typing._make_nmtuple(args[0].as_constant(), fields, module=module)
+    except (TypeError, ValueError) as e:
+        tx.raise_python_exception(e)
+    value = _FunctionalClassValue(template, _make_functional_named_tuple, (args[0].as_constant(), fields, module))
+    _register(tx, template, value, {})
+    return value
+
+
+def _make_functional_named_tuple(typename, fields, module):
+    return typing._make_nmtuple(typename, fields, module=module)
+
+
+class _FunctionalClassValue(ClassValue):
+    """A class a library function made in the trace from constants
+    (``typing.NamedTuple(...)``); reconstructs as ``maker(*call_args)``."""
+
+    __slots__ = ("maker", "call_args")
+
+    def __init__(self, template, maker, call_args):
+        super().__init__(template, None)
+        self.maker, self.call_args = maker, call_args
+
+    def reconstruct(self, cg):
+        cg.push_callable(self.maker)
+        for a in self.call_args:
+            cg.load_object(a)
+        cg.call(len(self.call_args))
 
 
 def drop_template_guards(side_effects, guards) -> None:
