@@ -44,6 +44,8 @@ from .base import Value
 from .constants import NONE
 
 _WARN_EXPLICIT = _warnings.warn_explicit
+#: (code of bytegraph's own inlined helpers is no frame of the program's)
+_PACKAGE_DIR = __file__.rsplit("/values/", 1)[0]
 _DISPLAY_FUNCTIONS = ("_showwarnmsg", "_showwarnmsg_impl", "_formatwarnmsg", "_formatwarnmsg_impl")
 _codes: dict = {}
 
@@ -166,7 +168,7 @@ def _frame_for(tx, stacklevel: int):
         if frame.parent is None:
             raise Unsupported(f"warnings.warn(stacklevel={stacklevel}) pointing above the compiled frame",
                               kind="warnings", hint="the call runs natively between graphs")
-        if not frame.direct_call:
+        if not frame.one_frame or frame.code.co_filename.startswith(_PACKAGE_DIR):
             raise Unsupported(f"warnings.warn(stacklevel={stacklevel}) through a call bytegraph does not make "
                               "as one Python frame", kind="warnings", hint="the call runs natively between graphs")
         frame = frame.parent
