@@ -640,3 +640,34 @@ def test_warn_stacklevel_through_helpers_captured():
     actual = _run_recording(compiled, "always", t(2))
     assert actual[1] == expected[1]
     assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+
+
+def test_class_body_effects_containers_and_outer_variables():
+    log = []
+
+    def fn(x, log):
+        k = 3
+
+        class A:
+            log.append("body")   # an effect of the body: once per call, as eager
+            y = k * 2            # LOAD_CLASSDEREF of the enclosing variable
+            names = ["a", "b"]
+            table = {"a": 1}
+
+            def f(self):
+                return len(self.names) + self.table["a"] + self.y + k
+
+        A.names.append("c")
+        return x + A().f(), A
+
+    x = t(2)
+    eager_log, comp_log = [], []
+    expected = fn(x, eager_log)
+    compiled, be = compile_counting(fn)
+    for _ in range(2):
+        comp_log.clear()
+        out = compiled(x, comp_log)
+        assert torch.equal(out[0], expected[0]) and comp_log == eager_log
+        assert out[1].names == expected[1].names and out[1].table == expected[1].table and out[1].y == 6
+    stats = bytegraph.stats()
+    assert be.count == 1 and stats.graph_breaks == 0 and stats.recompiles == 0, stats

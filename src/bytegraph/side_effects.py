@@ -77,6 +77,13 @@ class SideEffects:
         if value.source is None:
             self._sourceless.add(id(value))
 
+    def alias_new(self, obj, value: Value) -> None:
+        """``obj`` is a stand-in the trace made for ``value``, an object made
+        in the trace (a class statement's template, see values/class_build.py):
+        meeting ``obj`` is meeting ``value``, whose changes codegen rebuilds."""
+        self._existing[id(obj)] = value
+        self._keepalive.append(obj)
+
     def _check_replayable(self, value: Value) -> None:
         """A pre-existing object met without a source cannot be reached by
         the replay: changing it in the trace would be lost."""

@@ -227,10 +227,10 @@ def _make_typed_named_tuple(name, bases, ns):
 def _register(tx, template, value, functions) -> None:
     se = tx.side_effects
     se.templates[id(template)] = value
-    se.track_existing(template, value)
+    se.alias_new(template, value)
     for fn_obj, fn_value in functions.values():
         if fn_value is not None:
-            se.track_existing(fn_obj, fn_value)
+            se.alias_new(fn_obj, fn_value)
 
 
 def _run_body(tx, body, name: str) -> Dict[str, Value]:
@@ -254,7 +254,7 @@ def _run_body(tx, body, name: str) -> Dict[str, Value]:
 
 def _real_of(tx, key: str, value: Value, functions: dict, cls_name: str):
     """The object the template's namespace holds for ``value``."""
-    from .containers import DictValue
+    from .containers import DictValue, ListValue, TupleValue
     from .functions import NestedFunctionValue
     if isinstance(value, NestedFunctionValue):
         return _template_function(tx, value, functions, cls_name)
@@ -264,13 +264,23 @@ def _real_of(tx, key: str, value: Value, functions: dict, cls_name: str):
         return _template_cell(value, functions)
     if value.is_constant():
         return value.as_constant()
-    if type(value) is DictValue and value.source is None:
-        out = {}
-        for k, v in value.entries.values():
-            if not (k.is_constant() and v.is_constant()):
-                _refuse(f"class {cls_name}: {key} is a dict of values that are not constants")
-            out[k.as_constant()] = v.as_constant()
-        return out
+    if value.source is None and type(value) in (DictValue, ListValue, TupleValue):
+        # a container made in the trace: the template holds a copy, which
+        # the trace maps back to this value (one object, one value)
+        known = functions.get(id(value))
+        if known is not None:
+            return known[0]
+        if type(value) is DictValue:
+            real = {}
+            for k, v in value.entries.values():
+                if not k.is_constant():
+                    _refuse(f"class {cls_name}: {key} is a dict with keys that are not constants")
+                real[k.as_constant()] = _real_of(tx, key, v, functions, cls_name)
+        else:
+            items = [_real_of(tx, key, v, functions, cls_name) for v in value.items]
+            real = items if type(value) is ListValue else tuple(items)
+        functions[id(value)] = (real, value)
+        return real
     real = value.real_object()
     if real is not None and value.source is not None:
         return real[0]
@@ -391,7 +401,7 @@ def namedtuple_call(tx, args, kwargs) -> Value:
     value = NamedTupleClassValue(template, (typename.as_constant(), fields, options["rename"], options["defaults"],
                                             options["module"]))
     tx.side_effects.templates[id(template)] = value
-    tx.side_effects.track_existing(template, value)
+    tx.side_effects.alias_new(template, value)
     return value
 
 
