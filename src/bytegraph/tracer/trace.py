@@ -115,7 +115,8 @@ class Trace:
         counting instead."""
         se = self.side_effects
         for table in (se._existing, se._keepalive, se.mutated, se.attr_writes, se.global_writes, se.order,
-                      se.tensor_hooks, se.class_dirty, se._class_values, self.global_cache, self.raise_steps):
+                      se.tensor_hooks, se.class_dirty, se._class_values, se.templates, se.warn_guards,
+                      self.global_cache, self.raise_steps):
             table.clear()
         # every frame, returned ones too (values such as a generator's or a
         # nested function's still refer to them)
