@@ -671,3 +671,34 @@ def test_class_body_effects_containers_and_outer_variables():
         assert out[1].names == expected[1].names and out[1].table == expected[1].table and out[1].y == 6
     stats = bytegraph.stats()
     assert be.count == 1 and stats.graph_breaks == 0 and stats.recompiles == 0, stats
+
+
+class _PlainCategory(UserWarning):
+    pass
+
+
+class _CodeCategory(UserWarning):
+    def __init__(self, *args):
+        super().__init__(*args)
+        _CodeCategory.made += 1
+
+
+_CodeCategory.made = 0
+
+
+@pytest.mark.parametrize("category", [_PlainCategory, _CodeCategory])
+def test_warn_program_categories(category):
+    def fn(x):
+        warnings.warn("categorized", category)
+        return x + 1
+
+    expected = _run_recording(fn, "always", t(2))
+    made = _CodeCategory.made
+    compiled, be = compile_counting(fn)
+    actual = _run_recording(compiled, "always", t(2))
+    assert actual[1] == expected[1]
+    if category is _PlainCategory:
+        assert be.count == 1 and bytegraph.stats().graph_breaks == 0
+    else:
+        # its __init__ is the program's code: the call runs natively (once)
+        assert _CodeCategory.made == 2 * made and bytegraph.stats().graph_breaks == 1

@@ -21,7 +21,8 @@ What the trace must know, because it cannot move an exception:
   ``showwarning``/``formatwarning``/``_showwarnmsg`` are the module's own, and
   the sink is either the default one (stderr) or a ``catch_warnings(record=True)``
   log (a ``list.append``) that no list the trace reads is;
-* the category is a builtin warning class (making the instance runs no code).
+* the category is a builtin warning class, or a subclass of one without
+  special methods (making and showing the instance runs no program code).
 
 All of it is one guard (``WARN_OK``), re-checked on every call, so changing the
 filters to ``"error"`` recompiles; any other filter change needs nothing, as
@@ -156,8 +157,21 @@ def warn_ok(expected, *lists) -> bool:
     return action in _ACTIONS and _sink_ok(lists) and (registry is None or type(registry) is dict)
 
 
+_PLAIN_CLASS_KEYS = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+
+
 def _is_builtin_warning(cls) -> bool:
-    return type(cls) is type and issubclass(cls, Warning) and cls.__module__ == "builtins"
+    """A warning class whose instances are made, compared and shown by
+    builtin code only: a builtin category, or a subclass of one that defines
+    no special method (``class TracerWarning(Warning): pass``)."""
+    if type(cls) is not type or not issubclass(cls, Warning):
+        return False
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        if type(klass) is not type or any(k.startswith("__") and k not in _PLAIN_CLASS_KEYS for k in vars(klass)):
+            return False
+    return True
 
 
 def _frame_for(tx, stacklevel: int):
