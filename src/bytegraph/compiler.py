@@ -83,9 +83,16 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
                               policy)
     finally:
+        made_classes = any(trace.side_effects.templates for trace in Trace.made[mark:])
         for trace in Trace.made[mark:]:
             trace.release()
         del Trace.made[mark:]
+        if made_classes:
+            # template classes of class statements (values/class_build.py) are
+            # cyclic garbage now; until collected they are listed by their
+            # bases' __subclasses__(), which the program may ask natively next
+            import gc
+            gc.collect()
 
 
 def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for, policy):
