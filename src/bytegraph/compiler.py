@@ -83,9 +83,16 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
                               policy)
     finally:
+        made_classes = any(trace.side_effects.templates for trace in Trace.made[mark:])
         for trace in Trace.made[mark:]:
             trace.release()
         del Trace.made[mark:]
+        if made_classes:
+            # template classes of class statements (values/class_build.py) are
+            # cyclic garbage now; until collected they are listed by their
+            # bases' __subclasses__(), which the program may ask natively next
+            import gc
+            gc.collect()
 
 
 def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for, policy):
@@ -140,7 +147,9 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         else:
             roots = [result] + se.replay_roots()
             trace.check_paused_generators()
-        counts, tensors = live_values(roots)
+        # (classes made in the trace are also reached through loads of their
+        # template that are no child of anything: count what they hold)
+        counts, tensors = live_values(roots + list(se.templates.values()))
         # An exception raised in the trace and still reached afterwards (kept
         # in a local across a break, stored, returned) would be rebuilt
         # without its traceback, context and identity: break where it was
@@ -176,6 +185,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         return _original_code_entry(trace, fn, kept, closure_param, start)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
+    cg.templates = se.templates
     cg.prologue()
     graphs = []
     if has_graph:

@@ -63,6 +63,7 @@ _PRIORITY = {
     "FN_DEFAULTS": 8,
     "FN_CODE": 8,
     "AUTOCAST_DEFAULTS": 8,
+    "WARN_OK": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
 }
@@ -168,6 +169,10 @@ class Guard:
             pos, kw = e
             args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
             return f"{src}({args}) is not a hit the trace can use"
+        if k == "WARN_OK":
+            category, text, module, lineno, _ = e
+            return (f"warnings.warn({text!r}, {category.__name__}) from {module}:{lineno} is no error and shown "
+                    "without program code")
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":

@@ -7,6 +7,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
 import dataclasses
@@ -15,6 +16,8 @@ import inspect
 import sys
 import traceback
 import types
+import typing
+import warnings
 import math
 import operator
 from typing import Callable, Dict, List
@@ -35,6 +38,7 @@ from .exceptions import ExceptionValue, TracebackValue, construct_exception
 from . import user_operators
 from .copying import copy_handler, deepcopy_handler
 from .object_protocol import new_object
+from .warnings_calls import warn_handler
 from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -503,6 +507,11 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
+    if cls in (staticmethod, classmethod, property):
+        from .class_build import wrap_descriptor
+        wrapped = wrap_descriptor(tx, cls, list(args), dict(kwargs))
+        if wrapped is not None:
+            return wrapped
     new = _namedtuple_new(cls)
     if new is not None:
         # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
@@ -635,6 +644,13 @@ BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 # test_deque fills queues in 100k-step loops, and tracing them all exceeds its
 # time budget; it needs a bound on traced loop steps first.
 BUILTIN_HANDLERS[object.__new__] = new_object
+BUILTIN_HANDLERS[warnings.warn] = warn_handler
+BUILTIN_HANDLERS[collections.namedtuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["namedtuple_call"]).namedtuple_call(tx, a, k)
+BUILTIN_HANDLERS[typing.NamedTuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["typed_named_tuple_call"]).typed_named_tuple_call(tx, a, k)
+BUILTIN_HANDLERS[builtins.__build_class__] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["build_class"]).build_class(tx, a, k)
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
