@@ -31,6 +31,8 @@ from typing import Optional
 
 from .errors import BreakRecord, Unsupported
 from .resume import Loop, origin_of, outermost_loop
+from .values.base import NullValue, Value
+from .values.cells import CellValue
 
 
 @dataclasses.dataclass
@@ -39,6 +41,11 @@ class BreakPlan:
     mode: str                    # "instr", "loop" or "chain"
     record: BreakRecord
     loop: Optional[Loop] = None
+    #: the split moved out of an inlined continuation (a resume function run
+    #: through a :class:`~bytegraph.resume.Continuation`) to the call of it:
+    #: that continuation, run natively, compiles and breaks on its own, where
+    #: the break is counted and reported
+    delegated: bool = False
 
 
 def plan_break(exc: Unsupported) -> BreakPlan:
@@ -48,16 +55,27 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         raise exc
     index, step = exc.index, exc.step
     record = exc.record()
+    delegated = False
     while True:
         origin = origin_of(frame.code)
-        if origin is not None and index < origin.offset:
+        if origin is not None and index < origin.offset and frame.parent is None:
             raise exc  # inside bytegraph's own prologue: splitting there would only recurse
         visited = set(frame.head_steps)
         lp = outermost_loop(frame.code, index, visited)
         if frame.parent is None:
             if lp is not None:
-                return BreakPlan(frame.head_steps[lp.head], "loop", record, lp)
-            return BreakPlan(step, "instr", record)
+                return BreakPlan(frame.head_steps[lp.head], "loop", record, lp, delegated)
+            return BreakPlan(step, "instr", record, None, delegated)
+        root = frame
+        while root.parent is not None:
+            root = root.parent
+        root_loop = outermost_loop(root.code, root.ip - 1, set(root.head_steps))
+        if root_loop is not None:
+            # The compiled frame's call in progress is inside one of its loops:
+            # run that loop natively with its body outlined, as for a break in
+            # the loop's own code (a chain would resume mid-loop, and that
+            # continuation would then break at the loop to outline it).
+            return BreakPlan(root.head_steps[root_loop.head], "loop", record, root_loop, delegated)
         # Splitting inside inlined calls needs every active call to be a plain
         # CALL whose result is the callee's return value.  A call inside a
         # try/with block of its caller is resumed *inside* that block: the
@@ -72,7 +90,8 @@ def plan_break(exc: Unsupported) -> BreakPlan:
             f = f.parent
         if outermost_indirect is None:
             stop = frame.head_steps[lp.head] if lp is not None else step
-            return BreakPlan(stop, "chain", record)
+            return BreakPlan(stop, "chain", record, None, delegated)
+        delegated = origin_of(outermost_indirect.code) is not None
         frame = outermost_indirect.parent
         index, step = frame.ip - 1, frame.step
 
@@ -80,6 +99,20 @@ def plan_break(exc: Unsupported) -> BreakPlan:
 def _is_plain_call(frame) -> bool:
     """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
     return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
+
+
+def continued_by_caller(frame) -> bool:
+    """Whether ``frame``'s continuation goes to its caller's continuation as
+    a :class:`~bytegraph.resume.Continuation` that the caller's call
+    instruction runs, rather than running first with its result passed on.
+
+    Inside a caller's try/with block it must (see :func:`_deferred`);
+    elsewhere it may, where the caller's call in progress is a plain call
+    (``config.compose_continuations``): compiling the caller's continuation
+    then inlines this one.
+    """
+    from . import config
+    return _deferred(frame) or (config.compose_continuations and _is_plain_call(frame.parent))
 
 
 def _deferred(frame) -> bool:
@@ -108,3 +141,45 @@ def frame_chain(innermost) -> list:
         out.append(f)
         f = f.parent
     return out[::-1]
+
+
+def _first_local(frame) -> Value:
+    """The value of ``frame``'s first argument now (what ``super()`` would use)."""
+    from .values.base import UnrealizedLocal
+    from .values.cells import EMPTY, UNREAD
+    name = frame.code.co_varnames[0]
+    value = frame.locals.get(name)
+    if value is None and name in frame.unrealized:
+        return UnrealizedLocal(frame, name)
+    if isinstance(value, CellValue):
+        value = value.contents if value.contents not in (EMPTY, UNREAD) else None
+    if value is None or isinstance(value, NullValue):
+        raise Unsupported("super() in code whose first argument is unbound or in a cell", kind="internal")
+    return value
+
+
+def _call_index(frame) -> int:
+    """Where ``frame`` resumes to re-run its call in progress (inside its
+    try/with block): the call instruction, with its PRECALL and KW_NAMES."""
+    index = frame.ip - 1
+    if frame.instrs[index].opname == "CALL":
+        index -= 1   # its PRECALL
+        if index > 0 and frame.instrs[index - 1].opname == "KW_NAMES":
+            index -= 1
+    return index
+
+
+def _resume_index(frame) -> int:
+    """Where a frame stopped at a call resumes natively.
+
+    A keyword call's ``KW_NAMES`` ran in the trace already; resuming at the
+    call itself would lose the names (``Cache(config=c)`` called as
+    ``Cache(c)``).  The names instruction leaves the stack as it is, so the
+    continuation starts there instead.
+    """
+    if not frame.kw_names:
+        return frame.ip
+    for j in range(frame.ip - 1, max(frame.ip - 3, -1), -1):
+        if frame.instrs[j].opname == "KW_NAMES":
+            return j
+    raise Unsupported("a keyword call whose KW_NAMES instruction was not found", kind="internal")

@@ -19,9 +19,9 @@ import weakref
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
-from .break_plan import BreakPlan, _deferred, frame_chain
+from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
-from .resume import (STATE_ARG, SUPER_SELF_ARG, base_position, cell_names, loop_body_code, origin_of, plain_locals,
+from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, base_position, cell_names, loop_body_code, origin_of, plain_locals,
                      resume_code)
 from .values.base import NullValue, Value
 from .values.cells import CellValue
@@ -133,6 +133,8 @@ class BreakEmitter:
         self.runner_for = runner_for
         self.root = trace.root
         self.frames = frame_chain(trace.stopped_frame)
+        #: the chain's glue runs the innermost frame's call (see _runs_call_first)
+        self.call_first = False
 
     # -- what must survive --------------------------------------------------
     def states(self) -> List[FrameState]:
@@ -151,7 +153,10 @@ class BreakEmitter:
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
-            return [FrameState(f, _call_index(f) if f is not self.frames[-1] and _deferred(self.frames[i + 1])
+            self.call_first = self._runs_call_first()
+            inner = self.frames[-1]
+            return [FrameState(f, _call_index(f) if f is not inner and continued_by_caller(self.frames[i + 1])
+                               else inner.ip + 1 if self.call_first and f is inner
                                else _resume_index(f), list(f.stack)) for i, f in enumerate(self.frames)]
         root = self.root
         if plan.mode == "loop":
@@ -179,6 +184,68 @@ class BreakEmitter:
         elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
             st.deleted_natively = _bound_plain_locals(root, [written])
         return [st]
+
+    def _runs_call_first(self) -> bool:
+        """Whether the chain's glue code runs the innermost frame's unsupported
+        call itself, so that frame's continuation starts after it.
+
+        A continuation that started at the unsupported call would break at
+        once wherever it was inlined; starting after it, it can be inlined
+        into its caller's (see :func:`~bytegraph.break_plan.continued_by_caller`)
+        and the code after the break in all the frames makes one graph.  Only
+        where nothing could catch an exception of the call (no try/with block
+        around it in any frame of the chain, no handler being run): the glue
+        code is outside those blocks.  And only where the callee cannot tell
+        which frame called it (see :meth:`Value.reads_caller_frame`): ``eval``
+        or ``sys._getframe`` there must see the inlined function's frame, so
+        they run in its own continuation, as before."""
+        from . import config
+        from .break_plan import _in_protected_block
+        inner = self.frames[-1]
+        ins = inner.instrs[inner.ip]
+        if not (config.compose_continuations and ins.opname == "CALL" and ins.exn is None
+                and not any(_in_protected_block(f) or f.exc_stack for f in self.frames[:-1])
+                and not inner.exc_stack and len(inner.stack) >= ins.arg + 2):
+            return False
+        first, second = inner.stack[-(ins.arg + 2)], inner.stack[-(ins.arg + 1)]
+        callee = second if isinstance(first, NullValue) else first
+        return not callee.reads_caller_frame()
+
+    def _call_first(self, st: "FrameState") -> Tuple[Tuple[bool, ...], List[Optional[str]]]:
+        """Run the innermost frame's call natively (see :meth:`_runs_call_first`):
+        its operands from the trace, then the call.  Returns the null mask and
+        temporaries of that frame's stack after the call (the result on top)."""
+        cg = self.cg
+        frame = st.frame
+        ins = frame.instrs[frame.ip]
+        n = ins.arg + 2   # NULL or method, callable or self, the arguments
+        below, operands = st.stack[:-n], st.stack[-n:]
+        temps = self._stack_into_temps(below)
+        for v in operands:
+            cg.reconstruct(v)
+        pos = ins.positions
+        if frame.kw_names:
+            cg.instrs.append(instr("KW_NAMES", tuple(frame.kw_names), positions=pos))
+        cg.instrs.append(instr("PRECALL", arg=ins.arg, positions=pos))
+        cg.instrs.append(instr("CALL", arg=ins.arg, positions=pos))
+        result = cg.new_temp()
+        cg.emit("STORE_FAST", result)
+        return tuple(st.null_mask[:-n]) + (False,), temps + [result]
+
+    def _stack_into_temps(self, stack: List[Value], skip=frozenset()) -> List[Optional[str]]:
+        """Each stack value evaluated into a temporary (None for NULL slots
+        and the slots in ``skip``)."""
+        cg = self.cg
+        temps: List[Optional[str]] = []
+        for i, v in enumerate(stack):
+            if isinstance(v, NullValue) or i in skip:
+                temps.append(None)
+            else:
+                t = cg.new_temp()
+                cg.reconstruct(v)
+                cg.emit("STORE_FAST", t)
+                temps.append(t)
+        return temps
 
     def _successors(self) -> List[int]:
         return [s for s, _ in self._successor_edges()]
@@ -229,7 +296,7 @@ class BreakEmitter:
             cg.call(extra + args_emit())
             return
         if thunk:
-            cg.push_callable(_ignoring_arguments)
+            cg.push_callable(Continuation)
             cg.load_object(self.runner_for(code))
             self.make_function(frame, code)
             extra = 0
@@ -617,11 +684,15 @@ class BreakEmitter:
         cg.emit("RETURN_VALUE")
 
     def _emit_chain(self, states) -> None:
-        """Innermost frame first: each continuation's result goes to its
-        caller's continuation as the value of the call in progress.  A call
-        inside the caller's try/with block gets, instead, a thunk of the
-        callee's continuation: the caller resumes at that call instruction,
-        which calls the thunk inside the block."""
+        """Innermost frame first.  Where the caller's call in progress is a
+        plain call (see :func:`~bytegraph.break_plan.continued_by_caller`),
+        the callee's continuation goes to the caller's as a
+        :class:`~bytegraph.resume.Continuation`: the caller resumes at that
+        call instruction, which runs it -- inside the caller's try/with block
+        if there is one, and inlined when the caller's continuation is
+        compiled, so the frames' code after the break makes one graph.
+        Otherwise the callee's continuation runs first and its result is the
+        value of the call in progress."""
         cg = self.cg
         carried = None   # (kind, temp): "result" of the inner continuation, or its "thunk"
         levels = states[0].exc_levels
@@ -642,17 +713,12 @@ class BreakEmitter:
         for st in reversed(states):
             frame = st.frame
             index = st.index
-            stack_temps = []
-            prev_slots = {d for d, _ in st.exc_levels} if frame is self.root else set()
-            for i, v in enumerate(st.stack):
-                if isinstance(v, NullValue) or i in prev_slots:
-                    stack_temps.append(None)
-                else:
-                    t = cg.new_temp()
-                    cg.reconstruct(v)
-                    cg.emit("STORE_FAST", t)
-                    stack_temps.append(t)
-            mask = st.null_mask
+            if frame is states[-1].frame and self.call_first:
+                mask, stack_temps = self._call_first(st)
+            else:
+                prev_slots = {d for d, _ in st.exc_levels} if frame is self.root else set()
+                stack_temps = self._stack_into_temps(st.stack, prev_slots)
+                mask = st.null_mask
             if carried is not None and carried[0] == "result":
                 mask += (False,)
                 stack_temps.append(carried[1])
@@ -679,7 +745,7 @@ class BreakEmitter:
                     self._restore_exc_info(outer_prev)
                     cg.emit("RERAISE", arg=0)
                 continue
-            thunk = _deferred(frame)
+            thunk = continued_by_caller(frame)
             self.call_resume(frame, index, mask, stack_temps, st.locals, thunk=thunk)
             temp = cg.new_temp()
             cg.emit("STORE_FAST", temp)
@@ -705,57 +771,6 @@ class BreakEmitter:
             cg.emit("STORE_FAST", t)
             temps.append(t)
         return (True, False) + (False,) * len(dummies), temps
-
-
-def _ignoring_arguments(fn, *bound):
-    """A thunk: ``fn(*bound)`` whatever it is called with."""
-    def thunk(*_args, **_kwargs):
-        return fn(*bound)
-    # never traced: the caller's continuation calls it natively, inside its try/with block
-    thunk._torchdynamo_disable = True
-    return thunk
-
-
-def _first_local(frame) -> Value:
-    """The value of ``frame``'s first argument now (what ``super()`` would use)."""
-    from .values.base import UnrealizedLocal
-    from .values.cells import EMPTY, UNREAD
-    name = frame.code.co_varnames[0]
-    value = frame.locals.get(name)
-    if value is None and name in frame.unrealized:
-        return UnrealizedLocal(frame, name)
-    if isinstance(value, CellValue):
-        value = value.contents if value.contents not in (EMPTY, UNREAD) else None
-    if value is None or isinstance(value, NullValue):
-        raise Unsupported("super() in code whose first argument is unbound or in a cell", kind="internal")
-    return value
-
-
-def _call_index(frame) -> int:
-    """Where ``frame`` resumes to re-run its call in progress (inside its
-    try/with block): the call instruction, with its PRECALL and KW_NAMES."""
-    index = frame.ip - 1
-    if frame.instrs[index].opname == "CALL":
-        index -= 1   # its PRECALL
-        if index > 0 and frame.instrs[index - 1].opname == "KW_NAMES":
-            index -= 1
-    return index
-
-
-def _resume_index(frame) -> int:
-    """Where a frame stopped at a call resumes natively.
-
-    A keyword call's ``KW_NAMES`` ran in the trace already; resuming at the
-    call itself would lose the names (``Cache(config=c)`` called as
-    ``Cache(c)``).  The names instruction leaves the stack as it is, so the
-    continuation starts there instead.
-    """
-    if not frame.kw_names:
-        return frame.ip
-    for j in range(frame.ip - 1, max(frame.ip - 3, -1), -1):
-        if frame.instrs[j].opname == "KW_NAMES":
-            return j
-    raise Unsupported("a keyword call whose KW_NAMES instruction was not found", kind="internal")
 
 
 _NO_FALLTHROUGH = ("JUMP", "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE")

@@ -130,6 +130,8 @@ class Codegen:
         #: values whose reconstruction is under way, and the cells to fill with them once built
         self._building: set = set()
         self._cell_fixups: Dict[int, List[str]] = {}
+        #: id(template class) -> its TemplateClassValue (see load_object)
+        self.templates: Dict[int, Value] = {}
         first = next((i for i in decode(root_code) if i.positions is not None and i.positions.lineno is not None),
                      None)
         self.positions = first.positions if first is not None else None
@@ -142,6 +144,18 @@ class Codegen:
 
     def load_object(self, obj) -> None:
         """Push ``obj`` itself (as a code constant)."""
+        template = self.templates.get(id(obj)) if self.templates else None
+        if template is not None and template.cls is obj:
+            # a class made by a class statement in the trace: this call's own
+            # class, built once (see values/class_build.py)
+            temp = self._temps.get(id(template))
+            if temp is not None:
+                self.emit("LOAD_FAST", temp)
+                return
+            self.reconstruct(template)
+            if id(template) not in self._temps:
+                self.hold(template)
+            return
         if type(obj) in (str, bytes) and len(obj) > 1:
             # equal constants share one slot of co_consts, and the code object
             # constructor interns name-like strings: an equal string that is

@@ -84,9 +84,16 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
                               policy)
     finally:
+        made_classes = any(trace.side_effects.templates for trace in Trace.made[mark:])
         for trace in Trace.made[mark:]:
             trace.release()
         del Trace.made[mark:]
+        if made_classes:
+            # template classes of class statements (values/class_build.py) are
+            # cyclic garbage now; until collected they are listed by their
+            # bases' __subclasses__(), which the program may ask natively next
+            import gc
+            gc.collect()
 
 
 def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for, policy):
@@ -141,7 +148,9 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         else:
             roots = [result] + se.replay_roots()
             trace.check_paused_generators()
-        counts, tensors = live_values(roots)
+        # (classes made in the trace are also reached through loads of their
+        # template that are no child of anything: count what they hold)
+        counts, tensors = live_values(roots + list(se.templates.values()))
         # An exception raised in the trace and still reached afterwards (kept
         # in a local across a break, stored, returned) would be rebuilt
         # without its traceback, context and identity: break where it was
@@ -171,7 +180,10 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
                               hint="the frame breaks at its first such key")
             step = min(rehashed)
         trace, failure = _failure_at(step, why, fn, args, kwargs, policy, backend_name)
-    if plan is not None:
+    if plan is not None and plan.delegated:
+        log("graph_breaks", "%s: the continuation it calls runs natively (it breaks: %s)",
+            fn.__qualname__, plan.record)
+    elif plan is not None:
         STATS.graph_breaks += 1
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
         emit("break", plan.record)
@@ -189,6 +201,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         return _original_code_entry(trace, fn, kept, closure_param, start)
 
     cg = Codegen(fn.__code__, fn.__globals__, counts)
+    cg.templates = se.templates
     cg.prologue()
     graphs = []
     if has_graph:
@@ -198,10 +211,17 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         example_inputs = graph.example_inputs()
         if ENABLED["graph"]:
             log("graph", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
-        compiled = compile_graph(backend_name, backend, gm, example_inputs)
-        graphs.append(gm)
-        STATS.graphs += 1
-        emit("graph", gm)
+        if _scalar_arithmetic_only(gm):
+            # Python int/float/bool arithmetic on symbolic numbers (a loop
+            # counter made dynamic, ``a += i`` in a loop body): the graph's own
+            # Python code computes it exactly; a backend would only add its
+            # compile time, and the user would see a "graph" without tensor work.
+            compiled = gm.forward
+        else:
+            compiled = compile_graph(backend_name, backend, gm, example_inputs)
+            graphs.append(gm)
+            STATS.graphs += 1
+            emit("graph", gm)
         cg.push_callable(compiled)
         for inp in graph.inputs:
             inp.source.emit_load(cg)
@@ -248,7 +268,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
     if not has_graph:
         STATS.frames_transformed += 1
-    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start, breaks=int(plan is not None))
+    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start,
+                       breaks=int(plan is not None and not plan.delegated))
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
@@ -276,6 +297,47 @@ def _add_trace_wide_guards(trace: Trace, fn, closure_param: bool) -> None:
             trace.guards.add(Guard("FN_DEFAULTS", None, (fn.__defaults__, fn.__kwdefaults__)))
     if graph.symbolic_inputs:
         trace.guards.add(Guard("SHAPE_ENV", None, (graph.shape_env, list(graph.symbolic_inputs))))
+
+
+#: what a graph node may compute for the graph to be plain Python arithmetic
+_SCALAR_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
+_PYTHON_ARITHMETIC_MODULES = ("_operator", "operator", "math", "builtins")
+
+
+def _scalar_arithmetic_only(gm: torch.fx.GraphModule) -> bool:
+    """Whether ``gm`` holds no tensor work: every input and node is a Python
+    number (or a symbolic one) and every node is an ``operator``/``math``
+    function or one of torch's ``sym_*`` helpers, which compute the same on
+    plain numbers.
+
+    Example::
+
+        >>> import operator, torch.fx
+        >>> g = torch.fx.Graph()
+        >>> a, i = g.placeholder("a"), g.placeholder("i")
+        >>> a.meta["val"] = i.meta["val"] = 1
+        >>> n = g.call_function(operator.add, (a, i)); n.meta["val"] = 2
+        >>> _ = g.output((n,))
+        >>> _scalar_arithmetic_only(torch.fx.GraphModule(torch.nn.Module(), g))
+        True
+    """
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            continue
+        if not isinstance(node.meta.get("val"), _SCALAR_TYPES):
+            return False
+        if node.op == "placeholder":
+            continue
+        if node.op != "call_function":
+            return False
+        target = node.target
+        module = getattr(target, "__module__", None)
+        if module in _PYTHON_ARITHMETIC_MODULES:
+            continue
+        if module == "torch" and getattr(target, "__name__", "").startswith("sym_"):
+            continue
+        return False
+    return True
 
 
 def _original_code_entry(trace: Trace, fn, kept, closure_param: bool, start: float,

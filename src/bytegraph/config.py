@@ -43,6 +43,14 @@ max_generator_items: int = 100_000
 #: the frame breaks there (the loop body is outlined or runs eagerly).
 max_trace_steps: int = 300_000
 
+#: After a graph break inside inlined calls, hand each inner frame's
+#: continuation to its caller's continuation as a callable that the caller's
+#: call instruction runs (:class:`bytegraph.resume.Continuation`).  Compiling
+#: the caller's continuation then inlines the inner one: the code after the
+#: break is one graph, not one per frame of the call chain.  Off: each frame's
+#: continuation runs on its own, innermost first, each with its own graph.
+compose_continuations: bool = True
+
 #: Check guarded tensors with the compiled helper in ``bytegraph.native`` when it
 #: is built (one C++ call for all tensors instead of six attribute reads each).
 #: ``BYTEGRAPH_NATIVE_GUARDS=0`` turns it off; guards then use Python conditions.

@@ -55,6 +55,9 @@ class OutputGraph:
         self._input_by_id: Dict[int, Any] = {}   # id(real tensor) -> TensorValue
         self._keepalive: List[Any] = []
         self.value_of_fake: Dict[int, Any] = {}  # id(fake) -> TensorValue
+        #: storages that NumPy operations of the trace made (values.ndarrays):
+        #: storage id -> [a fake tensor on it, whether a tensor shares it now]
+        self.numpy_storages: Dict[int, list] = {}
         self.op_count = 0
         self._names = set()
 

@@ -446,6 +446,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"
     if k == "NOT_IN_GLOBALS":
         return f"{g.expected!r} not in ___G"
+    if k == "WARN_OK":
+        from .values.warnings_calls import warn_ok
+        lists = "".join(f", {expr_of(s, setup)}" for s in g.others)
+        return f"{bind(warn_ok)}({bind(g.expected)}{lists})"
     e = expr_of(g.source, setup)
     if k == "TYPE_MATCH":
         return f"type({e}) is {bind(g.expected)}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import sys
 import types
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -58,9 +59,11 @@ _PRIORITY = {
     "DEFAULT_DEVICE": 8,
     "TORCH_FUNCTION_MODES": 8,
     "ABC_CACHE_TOKEN": 8,
+    "NUMPY_ERRSTATE": 8,
     "FN_DEFAULTS": 8,
     "FN_CODE": 8,
     "AUTOCAST_DEFAULTS": 8,
+    "WARN_OK": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
 }
@@ -166,11 +169,22 @@ class Guard:
             pos, kw = e
             args = ", ".join([repr(a) for a in pos] + [f"{n}={v!r}" for n, v in kw])
             return f"{src}({args}) is not a hit the trace can use"
+        if k == "WARN_OK":
+            category, text, module, lineno, _ = e
+            return (f"warnings.warn({text!r}, {category.__name__}) from {module}:{lineno} is no error and shown "
+                    "without program code")
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":
             return "shape environment guards"
         return f"{k}({src}, {e!r})"
+
+
+def _numpy_errstate():
+    """NumPy's floating-point error handling (``np.geterr()``) as a tuple, or
+    None before the program imported NumPy (bytegraph never imports it)."""
+    np = sys.modules.get("numpy")
+    return None if np is None else tuple(sorted(np.geterr().items()))
 
 
 #: guards on process-wide state that one query reads: kind -> (as shown, query)
@@ -190,10 +204,13 @@ _STATE_QUERIES = {
     # a registration with any ABC (ABC.register) changes it: issubclass and
     # isinstance answers about ABCs that the trace computed hold until then
     "ABC_CACHE_TOKEN": ("abc.get_cache_token()", abc.get_cache_token),
+    # how NumPy reports floating-point errors: a traced NumPy operation that
+    # may raise a flag is captured only while NumPy ignores them (values.ndarrays)
+    "NUMPY_ERRSTATE": ("numpy.geterr()", _numpy_errstate),
 }
 
 #: state queries guarded only by traces that read that state (not by every entry)
-_ON_DEMAND_STATE = ("ABC_CACHE_TOKEN",)
+_ON_DEMAND_STATE = ("ABC_CACHE_TOKEN", "NUMPY_ERRSTATE")
 
 #: checked only when a torch-function mode was active at trace time (3 µs a query)
 _DEFAULT_DEVICE = ("torch.get_default_device()", torch.get_default_device)

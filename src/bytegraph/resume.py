@@ -89,6 +89,69 @@ def plain_locals(code: types.CodeType) -> List[str]:
 SUPER_SELF_ARG = "___bg_self"
 
 
+class Continuation:
+    """The rest of an inner frame after a graph break, called by its caller.
+
+    When a break stops a chain of inlined calls, the caller's continuation
+    resumes *at* its call instruction with one of these in place of the
+    callee (the arguments left on the stack are placeholders it ignores).
+    Run natively, it calls the inner frame's resume function through its
+    runner; traced (when the caller's continuation is compiled), the resume
+    function is inlined, so the code after the break in both frames makes
+    one graph.  It is called once, and drops its references then: the resume
+    function's frame is the only holder of the inner frame's values, as the
+    one eager frame was.
+
+    Example::
+
+        >>> c = Continuation(lambda fn, *a: fn(*a), lambda a, b: a + b, 1, 2)
+        >>> c(None, None)     # the caller's call re-run: placeholders ignored
+        3
+    """
+
+    __slots__ = ("runner", "fn", "args")
+
+    def __init__(self, runner, fn, *args):
+        self.runner, self.fn, self.args = runner, fn, args
+
+    def __call__(self, /, *_placeholders, **_keywords):
+        if not hasattr(self.runner, "select"):
+            runner, fn, args = self.runner, self.fn, self.args
+            self.release()
+            return runner(fn, *args)
+        return _continuation_caller(len(self.args))(self)
+
+    def release(self) -> None:
+        """Drop the references (once run, or once a compiled caller inlined it)."""
+        self.runner = self.fn = self.args = None
+
+
+_CALLERS: Dict[int, object] = {}
+
+
+def _continuation_caller(n: int):
+    """``call(cont)`` for a continuation of ``n`` arguments: empties ``cont``,
+    then calls its resume function with the arguments moved onto the stack
+    one by one (each local rebound to None once pushed), so that the resume
+    function's frame holds them alone, as the one eager frame did: a ``del``
+    or an exhausted iterator there frees the object, as in eager.  (A
+    ``*args`` call would keep a tuple of them alive for the whole call.)"""
+    call = _CALLERS.get(n)
+    if call is None:
+        names = [f"a{i}" for i in range(n)]
+        unpack = "".join(f"{a}, " for a in names)
+        moved = ", ".join(f"({a}, {a} := None)[0]" for a in names)
+        src = (f"def call(cont):\n"
+               f"    runner, fn, ({unpack}) = cont.runner, cont.fn, cont.args\n"
+               f"    cont.release()\n"
+               f"    target = runner.select(fn, {', '.join(names)})\n"
+               f"    return target({moved})\n")
+        namespace: dict = {}
+        exec(compile(src, "<bytegraph continuation>", "exec"), namespace)
+        call = _CALLERS[n] = namespace["call"]
+    return call
+
+
 def uses_zero_arg_super(code: types.CodeType) -> bool:
     """``code`` may call ``super()`` without arguments (which reads its first local).
 

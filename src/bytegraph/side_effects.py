@@ -50,6 +50,14 @@ class SideEffects:
         self.tensor_hooks: List[Tuple[Value, Value, Value]] = []
         #: library calls whose only effect is on objects no traced code reads, run in order after the graph
         self.deferred_calls: List[Tuple[object, List[Value]]] = []
+        #: id(class) -> names the trace assigned or deleted on that pre-existing class
+        self.class_dirty: Dict[int, set] = {}
+        #: id(class) -> the one ClassValue class-attribute writes are kept on
+        self._class_values: Dict[int, Value] = {}
+        #: id(template class) -> its TemplateClassValue: classes made by class statements in the trace
+        self.templates: Dict[int, Value] = {}
+        #: warnings.warn calls captured (see values/warnings_calls.py): what their guard checks
+        self.warn_guards: List[tuple] = []
         #: while code is traced only to check it (an autograd Function's
         #: forward), every value it mutates or sets an attribute on, with a
         #: source or not (see autograd_function._Sandbox)
@@ -68,6 +76,13 @@ class SideEffects:
         self._keepalive.append(obj)
         if value.source is None:
             self._sourceless.add(id(value))
+
+    def alias_new(self, obj, value: Value) -> None:
+        """``obj`` is a stand-in the trace made for ``value``, an object made
+        in the trace (a class statement's template, see values/class_build.py):
+        meeting ``obj`` is meeting ``value``, whose changes codegen rebuilds."""
+        self._existing[id(obj)] = value
+        self._keepalive.append(obj)
 
     def _check_replayable(self, value: Value) -> None:
         """A pre-existing object met without a source cannot be reached by
@@ -128,6 +143,33 @@ class SideEffects:
             self.order.pop(("attr", id(obj), name), None)
             if not writes:
                 del self.attr_writes[obj]
+
+    # -- class attributes (see values/class_attrs.py) ----------------------------
+    def _class_value(self, cls) -> Value:
+        known = self._class_values.get(id(cls))
+        if known is None:
+            from .sources import ObjectSource
+            from .values.objects import ClassValue
+            known = self._class_values[id(cls)] = ClassValue(cls, ObjectSource(cls, cls.__qualname__))
+            self._keepalive.append(cls)
+        return known
+
+    def store_class_attr(self, cls, name: str, value: Value) -> None:
+        """``cls.name = value`` (or ``DELETED``), replayed as a ``STORE_ATTR``/``DELETE_ATTR`` on the class."""
+        self.class_dirty.setdefault(id(cls), set()).add(name)
+        self.store_attr(self._class_value(cls), name, value)
+
+    def pending_class_attr(self, cls, name: str) -> Optional[Value]:
+        known = self._class_values.get(id(cls))
+        return self.pending_attr(known, name) if known is not None else None
+
+    def forget_class_attr(self, cls, name: str) -> None:
+        """Set in this call, then deleted, a name the class did not have: the
+        class is as it was (its real dict is right again for every reader)."""
+        known = self._class_values.get(id(cls))
+        if known is not None:
+            self.forget_attr(known, name)
+        self.class_dirty.get(id(cls), set()).discard(name)
 
     def pending_attr(self, obj: Value, name: str) -> Optional[Value]:
         writes = self.attr_writes.get(obj)

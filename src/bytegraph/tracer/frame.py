@@ -116,6 +116,10 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.break_next = None
         #: set by CALL just before calling a user function (consumed by inline_call)
         self.calling_directly = False
+        #: set with it when the callee is a plain function (see ops_calls._is_plain_function)
+        self.calling_plain = False
+        #: called straight from a CALL of a plain function: one frame of eager's stack
+        self.one_frame = False
         #: root arguments not read yet (wrapped lazily on first read, so unused
         #: arguments get no guards and no graph inputs)
         self.unrealized: Dict[str, tuple] = {}  # name -> (object, source)
@@ -124,6 +128,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         #: generated frames whose locals came in one dict: its source and keys
         self.state_source = None
         self.state_names: tuple = ()
+        #: a class body's namespace (name -> value, in definition order), else None
+        self.namespace: Optional[Dict[str, Value]] = None
 
     # -- services used by values ---------------------------------------------
     @property
@@ -186,7 +192,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                               hint="coroutines are not supported inside compiled functions")
         child = self._child(code, f_globals, bound, closure, name)
         child.direct_call = self.calling_directly and not code.co_flags & 0x20
-        self.calling_directly = False
+        child.one_frame = child.direct_call and self.calling_plain
+        self.calling_directly = self.calling_plain = False
         if code.co_flags & 0x20:
             # Calling a generator function runs none of its code: the frame
             # waits, paused before its first instruction, until an item is asked.

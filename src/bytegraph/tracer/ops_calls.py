@@ -25,6 +25,16 @@ def _is_user_callable(fn) -> bool:
     return isinstance(fn, (UserFunctionValue, NestedFunctionValue))
 
 
+def _is_plain_function(fn) -> bool:
+    """Is calling ``fn`` one Python frame in eager, the frame the trace inlines
+    (a function or a method of one; not a module, whose ``__call__`` frames
+    the trace skips)?  (What ``warnings.warn``'s stacklevel counts.)"""
+    from ..values.functions import BoundMethodValue, UserFunctionValue
+    while isinstance(fn, BoundMethodValue):
+        fn = fn.func
+    return isinstance(fn, (UserFunctionValue, NestedFunctionValue))
+
+
 class CallOps:
     def KW_NAMES(self, ins):
         self.kw_names = ins.argval
@@ -41,6 +51,7 @@ class CallOps:
             args = [second] + args
         kwargs = {}
         self.calling_directly = _is_user_callable(fn)
+        self.calling_plain = _is_plain_function(fn)
         if self.kw_names:
             names = self.kw_names
             self.kw_names = ()
@@ -57,6 +68,7 @@ class CallOps:
             self.stack.pop()
         arg_list = args.unpack(self)
         self.calling_directly = _is_user_callable(fn)
+        self.calling_plain = _is_plain_function(fn)
         kw = {}
         if kwargs is not None:
             if not isinstance(kwargs, DictValue):

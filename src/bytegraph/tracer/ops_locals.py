@@ -13,7 +13,7 @@ import sys
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import (BuiltinSource, GlobalSource, ItemSource, LocalSource, ObjectSource, RootCellSource)
-from ..values.base import NULL, finalizer_reachable, has_finalizer
+from ..values.base import NULL, check_release, finalizer_reachable, has_finalizer
 from ..values.cells import CellValue, EMPTY
 from ..values.objects import DELETED, PythonModuleValue
 
@@ -141,6 +141,43 @@ class LocalOps:
             self.raise_python_exception(NameError(f"name '{name}' is not defined"))
         cache[key] = value
         return value
+
+    # -- a class body's namespace (see values/class_build.py) -------------------------
+    def _namespace(self, ins) -> dict:
+        if self.namespace is None:
+            raise Unsupported(f"{ins.opname} outside a class body", kind="unsupported_opcode")
+        return self.namespace
+
+    def LOAD_NAME(self, ins):
+        ns = self._namespace(ins)
+        value = ns.get(ins.argval)
+        self.stack.append(value if value is not None else self.load_global(ins.argval))
+
+    def STORE_NAME(self, ins):
+        ns = self._namespace(ins)
+        old = ns.get(ins.argval)
+        ns[ins.argval] = self.stack.pop()
+        if old is not None:
+            check_release(old)
+
+    def DELETE_NAME(self, ins):
+        ns = self._namespace(ins)
+        if ins.argval not in ns:
+            self.raise_python_exception(NameError(f"name '{ins.argval}' is not defined"))
+        check_release(ns.pop(ins.argval))
+
+    def SETUP_ANNOTATIONS(self, ins):
+        ns = self._namespace(ins)
+        if "__annotations__" not in ns:
+            from ..values.containers import DictValue
+            ns["__annotations__"] = DictValue()
+
+    def LOAD_CLASSDEREF(self, ins):
+        # a free variable read in a class body: the namespace first, then the cell
+        value = self._namespace(ins).get(ins.argval)
+        if value is None:
+            value = self.locals[ins.argval].read(self)
+        self.stack.append(value)
 
     def LOAD_BUILD_CLASS(self, ins):
         # ``__build_class__`` from the frame's builtins (never its globals); the

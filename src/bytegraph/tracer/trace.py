@@ -120,7 +120,8 @@ class Trace:
         counting instead."""
         se = self.side_effects
         for table in (se._existing, se._keepalive, se.mutated, se.attr_writes, se.global_writes, se.order,
-                      se.tensor_hooks, self.global_cache, self.raise_steps):
+                      se.tensor_hooks, se.class_dirty, se._class_values, se.templates, se.warn_guards,
+                      self.global_cache, self.raise_steps):
             table.clear()
         # every frame, returned ones too (values such as a generator's or a
         # nested function's still refer to them)
@@ -163,9 +164,11 @@ class Trace:
         self.guards.add(Guard("AUTOCAST", None, autocast_state()))
         for guard in global_state_guards(self.backend_name):
             self.guards.add(guard)
+        from ..values.class_attrs import tracing_writes
         try:
             try:
-                return root.run()
+                with tracing_writes(self.side_effects):
+                    return root.run()
             except TraceStopped as stop:
                 self.stopped_frame = stop.frame
                 return None
@@ -176,6 +179,10 @@ class Trace:
                 raise Unsupported("the trace nested too deeply (RecursionError while tracing)",
                                   kind="recursion", hint="the frame runs eagerly") from None
             finally:
+                from ..values.warnings_calls import add_warn_guards
+                from ..values.class_build import drop_template_guards
+                add_warn_guards(self.side_effects, self.guards)
+                drop_template_guards(self.side_effects, self.guards)
                 # A graph ends outside every autocast block it entered (the
                 # code after a break re-enters them natively).
                 for ctx in reversed(list(self.open_autocasts)):

@@ -39,6 +39,15 @@ class Value:
         """True if this value is a known Python constant (``as_constant`` works)."""
         return False
 
+    def reads_caller_frame(self) -> bool:
+        """Whether calling this may look at the frame that calls it (its
+        locals, globals, line or callers: ``eval``, ``locals()``,
+        ``sys._getframe``, ``warnings.warn``, any Python function).  A graph
+        break at a call of a value that does not may run the call from the
+        compiled root's code instead of the calling frame's (see
+        ``BreakEmitter._runs_call_first``).  Unknown kinds answer yes."""
+        return True
+
     def real_object(self):
         """``(obj,)`` when this value stands for one known real object (``is``
         and ``id()`` compare it), ``None`` for objects made in the trace or

@@ -23,6 +23,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards import Guard
+from ..resume import Continuation
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
 from .base import Value
 from .constants import LITERAL_TYPES, ConstantValue
@@ -219,6 +220,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _wrap_bound_builtin(tx, obj, source)
     if t is functools.partial and source is not None:
         return _wrap_partial(tx, obj, source)
+    if t is Continuation and source is not None and obj.fn is not None:
+        return _wrap_continuation(tx, obj, source)
     from ..cache import CompiledFunction
     if isinstance(obj, CompiledFunction) and source is not None:
         # a compiled function called from traced code: trace the function itself
@@ -345,8 +348,12 @@ def _is_stateless_module(obj) -> bool:
 def _made_at_run_time(fn: types.FunctionType) -> bool:
     """A nested function or lambda: a new object on every call when it comes
     in as an argument (a module-level function, or a closure kept in a cell of
-    the compiled function, keeps the one cheap identity check)."""
-    return fn.__closure__ is not None or "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>"
+    the compiled function, keeps the one cheap identity check).  So is a
+    generated continuation (a resume function handed on in a
+    :class:`~bytegraph.resume.Continuation`): made for each call."""
+    from ..resume import origin_of
+    return fn.__closure__ is not None or "<locals>" in fn.__qualname__ or fn.__name__ == "<lambda>" \
+        or origin_of(fn.__code__) is not None
 
 
 def _guard_function_by_parts(guards, fn: types.FunctionType, source: Source) -> None:
@@ -496,6 +503,15 @@ def _wrap_partial(tx, obj, source):
     value = PartialValue(fn, args_value.unpack(tx), {}, args_value=args_value, keywords=kw)
     value.source = source
     return value
+
+
+def _wrap_continuation(tx, obj, source):
+    from ..sources import AttrSource
+    from .continuations import ContinuationValue
+    tx.guards.add(Guard("TYPE_MATCH", source, Continuation))
+    fn = wrap(tx, obj.fn, AttrSource(source, "fn"))
+    args = wrap(tx, obj.args, AttrSource(source, "args"))
+    return ContinuationValue(fn, args.unpack(tx), source)
 
 
 def _wrap_bound_method(tx, obj, source):

@@ -7,6 +7,7 @@ not in the table are unsupported (``print`` with a kind of its own).
 
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
 import dataclasses
@@ -15,6 +16,8 @@ import inspect
 import sys
 import traceback
 import types
+import typing
+import warnings
 import math
 import operator
 from typing import Callable, Dict, List
@@ -37,6 +40,7 @@ from .exceptions import ExceptionValue, TracebackValue, construct_exception
 from . import user_operators
 from .copying import copy_handler, deepcopy_handler
 from .object_protocol import new_object
+from .warnings_calls import warn_handler
 from .objects import ClassValue, GradModeValue
 from .operators import (BINARY_OP_FUNCS, COMPARE_FUNCS, binary_op, compare, contains, delitem, getitem,
                         same_object, setitem, unary_op)
@@ -177,6 +181,8 @@ def _print(tx, args, kwargs):
 
 def _scalar_type(fn):
     def handler(tx, args, kwargs):
+        if args and fn in (float, int) and len(args) == 1 and not kwargs and hasattr(args[0], "to_python"):
+            return args[0].to_python(tx, fn.__name__)  # a NumPy array or scalar of the graph (values.ndarrays)
         if args and isinstance(args[0], TensorValue):
             if fn in (float, int, bool) and len(args) == 1 and not kwargs:
                 from .scalar_outputs import tensor_to_python
@@ -503,6 +509,11 @@ def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
+    if cls in (staticmethod, classmethod, property):
+        from .class_build import wrap_descriptor
+        wrapped = wrap_descriptor(tx, cls, list(args), dict(kwargs))
+        if wrapped is not None:
+            return wrapped
     new = _namedtuple_new(cls)
     if new is not None:
         # a new tuple each call (never a constant: ``NT(1, 2) is NT(1, 2)`` is
@@ -634,6 +645,13 @@ BUILTIN_HANDLERS.update(MORE_ITERTOOLS_HANDLERS)
 BUILTIN_HANDLERS[collections.deque] = lambda tx, args, kwargs: construct_deque(tx, args, kwargs)
 BUILTIN_HANDLERS.update(COUNTER_HANDLERS)
 BUILTIN_HANDLERS[object.__new__] = new_object
+BUILTIN_HANDLERS[warnings.warn] = warn_handler
+BUILTIN_HANDLERS[collections.namedtuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["namedtuple_call"]).namedtuple_call(tx, a, k)
+BUILTIN_HANDLERS[typing.NamedTuple] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["typed_named_tuple_call"]).typed_named_tuple_call(tx, a, k)
+BUILTIN_HANDLERS[builtins.__build_class__] = lambda tx, a, k: __import__(
+    "bytegraph.values.class_build", fromlist=["build_class"]).build_class(tx, a, k)
 
 
 def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
@@ -703,7 +721,14 @@ def builtin_handler(obj):
         return OBJECT_SLOT_HANDLERS.get(obj)
     if not (t in (types.BuiltinFunctionType, types.FunctionType) or t is type):
         return None
-    return BUILTIN_HANDLERS.get(obj)
+    handler = BUILTIN_HANDLERS.get(obj)
+    if handler is None and t is types.FunctionType and obj.__name__ == "graph_break":
+        # torch's own graph_break() (torch._dynamo is never imported here: a
+        # program that calls it has imported it)
+        decorators = sys.modules.get("torch._dynamo.decorators")
+        if decorators is not None and obj is getattr(decorators, "graph_break", None):
+            return _graph_break
+    return handler
 
 
 _registered: list = []

@@ -224,7 +224,13 @@ class NamedTupleValue(TupleValue):
     def reconstruct(self, cg):
         if self.source is not None:
             return self.source.emit_load(cg)
-        cg.push_callable(self.cls._make if hasattr(self.cls, "_make") else self.cls)
+        if id(self.cls) in cg.templates and hasattr(self.cls, "_make"):
+            # a namedtuple class made in the trace: this call's own class's _make
+            cg.emit("PUSH_NULL")
+            cg.load_object(self.cls)
+            cg.emit("LOAD_ATTR", "_make")
+        else:
+            cg.push_callable(self.cls._make if hasattr(self.cls, "_make") else self.cls)
         for item in self.items:
             cg.reconstruct(item)
         # namedtuple: cls._make(items); structseq (torch.return_types): cls(items)

@@ -43,6 +43,10 @@ def locals_(tx, args, kwargs):
     """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
     from .cells import EMPTY, UNREAD
     from .base import UnrealizedLocal
+    if tx.namespace is not None:
+        # a class body's locals() is its namespace itself, written through
+        raise Unsupported("locals() in a class body", kind="class_statement",
+                          hint="the class statement runs natively between graphs")
     if tx.state_source is not None:
         return StateLocalsValue(tx)
     out = DictValue()

@@ -444,6 +444,11 @@ class BuiltinValue(Value):
         self.fn = fn
         self.handler = handler
 
+
+    def reads_caller_frame(self) -> bool:
+        from .frame_blind import c_function_reads_caller_frame, is_explicit_break
+        return not is_explicit_break(self.handler) and c_function_reads_caller_frame(self.fn)
+
     def real_object(self):
         return (self.fn,)
 

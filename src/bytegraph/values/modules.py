@@ -20,6 +20,7 @@ import torch
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import AttrSource, ItemSource, ObjectSource
+from . import class_attrs
 from .base import Value
 from .constants import NONE, const, is_none
 from .containers import DictValue, IteratorValue, TupleValue
@@ -51,6 +52,10 @@ class NNModuleValue(UserObjectValue):
             return pending
         module = self.obj
         cls = type(module)
+        if class_attrs.dirty_in_mro(cls, name) and name not in module.__dict__:
+            found = class_attrs.instance_get(tx, self, cls, name, lambda: None)
+            if found is not None:
+                return found
         if name not in module.__dict__ and not any(name in k.__dict__ for k in cls.__mro__):
             for dict_name in _MODULE_DICTS:
                 d = module.__dict__.get(dict_name)
@@ -172,6 +177,7 @@ class SuperValue(Value):
             if isinstance(obj, type) and issubclass(obj, self.cls):
                 # super() inside a classmethod: the receiver is the class itself
                 receiver_cls, on_class = obj, True
+        class_attrs.check_not_dirty(receiver_cls, name)
         mro = receiver_cls.__mro__
         if self.cls not in mro:
             raise Unsupported(f"super({self.cls.__qualname__}, <{receiver_cls.__qualname__}>)",
@@ -374,6 +380,10 @@ class NewObjectValue(Value):
             from .object_protocol import InstanceDictValue
             self._guard_lookup(tx, name)
             return InstanceDictValue(self)
+        if class_attrs.dirty_in_mro(self.cls, name):
+            found = class_attrs.instance_get(tx, self, self.cls, name, lambda: self.attrs.get(name))
+            if found is not None:
+                return found
         self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             return self._property_call(tx, name, "fget", [])
@@ -424,6 +434,14 @@ class NewObjectValue(Value):
 
     def generic_set_attr(self, tx, name, value):
         """``object.__setattr__(obj, name, value)``."""
+        if class_attrs.dirty_in_mro(self.cls, name):
+            # a plain class attribute the trace assigned: the write goes to the instance
+            class_attrs.check_instance_write(tx, self.cls, name)
+            if _slot_names(self.cls) is not None or issubclass(self.cls, dict):
+                raise Unsupported(f"setting {self.cls.__qualname__}.{name} on an instance after the trace changed "
+                                  "it on the class", kind="class_attr_written")
+            self.attrs[name] = value
+            return
         self._guard_lookup(tx, name)
         slots = _slot_names(self.cls)
         if self._data_descriptor(name) is not None:
@@ -445,6 +463,16 @@ class NewObjectValue(Value):
 
     def generic_del_attr(self, tx, name):
         """``object.__delattr__(obj, name)``."""
+        if class_attrs.dirty_in_mro(self.cls, name):
+            class_attrs.check_instance_write(tx, self.cls, name)
+            if _slot_names(self.cls) is not None or issubclass(self.cls, dict):
+                raise Unsupported(f"deleting {self.cls.__qualname__}.{name} of an instance after the trace changed "
+                                  "it on the class", kind="class_attr_written")
+            if name not in self.attrs:
+                tx.raise_python_exception(AttributeError(
+                    f"'{self.cls.__name__}' object has no attribute '{name}'"))
+            del self.attrs[name]
+            return
         self._guard_lookup(tx, name)
         if self._data_descriptor(name) is not None:
             self._property_call(tx, name, "fdel", [])

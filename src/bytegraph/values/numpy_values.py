@@ -7,6 +7,8 @@ NumPy scalar it returns is a graph constant, passed to the tensor operation
 as the program passes it (so the operation's type promotion is eager's).
 Anything else -- an ``out=`` argument, a result that is an array (mutable),
 a warning or floating-point error NumPy would report -- breaks cleanly.
+The same functions called on arrays computed from tensors (``x.numpy()``)
+become graph nodes: see values/ndarrays.py.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def is_numpy_callable(obj) -> bool:
     if isinstance(obj, np.ufunc):
         # NumPy's own (np.frompyfunc makes ufuncs that run Python code)
         return _public(obj)
+    from .ndarrays import _FUNCTIONS
+    if obj is np.asarray or obj is np.array:  # (by identity: no attribute of a user object is read)
+        return True
     return type(obj).__name__ == "_ArrayFunctionDispatcher" and type(obj).__module__ == "numpy" \
-        and getattr(obj, "__name__", None) in _PURE_FUNCTIONS and _public(obj)
+        and getattr(obj, "__name__", None) in _PURE_FUNCTIONS | _FUNCTIONS and _public(obj)
 
 
 def _public(fn) -> bool:
@@ -107,7 +112,17 @@ class NumpyFunctionValue(Value):
         return super().get_attr(tx, name)
 
     def call(self, tx, args, kwargs):
-        return _fold(tx, self.fn, getattr(self.fn, "__name__", "?"), args, kwargs)
+        from .ndarrays import CONSTRUCTORS, array_constructor, has_ndarray, numpy_call
+        name = getattr(self.fn, "__name__", "?")
+        if name in CONSTRUCTORS:
+            return array_constructor(tx, name, args, kwargs)
+        if has_ndarray([*args, *kwargs.values()]):
+            # on arrays computed from tensors: a graph node (values.ndarrays)
+            return numpy_call(tx, "function", name, list(args), dict(kwargs))
+        if name not in _PURE_FUNCTIONS and not isinstance(self.fn, numpy_module().ufunc):
+            raise Unsupported(f"np.{name}() of constants makes an array", kind="numpy",
+                              hint="NumPy arrays of constants are not modelled; the call runs natively")
+        return _fold(tx, self.fn, name, args, kwargs)
 
     def reconstruct(self, cg):
         if self.source is not None:

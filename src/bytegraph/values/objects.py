@@ -16,6 +16,7 @@ from .base import Value, check_release, has_finalizer
 from .constants import NONE, ConstantValue, const, is_none
 from .exceptions import ExceptionValue  # noqa: F401 - re-exported
 from .grad_mode import GradModeValue, WithExitValue  # noqa: F401 - re-exported
+from .class_attrs import check_instance_write, check_not_dirty
 from .object_protocol import BOUND_SLOTS
 
 
@@ -89,6 +90,13 @@ class ClassValue(Value):
     def get_attr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return const(getattr(self.cls, name))
+        from . import class_attrs
+        if class_attrs.dirty_in_mro(self.cls, name):
+            self._check_lookup_runs_no_code(tx, name, on_class=False)
+            return class_attrs.class_get(tx, self, name)
+        if name == "__dict__" and class_attrs.any_dirty(self.cls):
+            raise Unsupported(f"{self.cls.__qualname__}.__dict__ read after the trace assigned class attributes",
+                              kind="class_attr_written")
         self._check_lookup_runs_no_code(tx, name)
         try:
             attr = getattr(self.cls, name)
@@ -100,7 +108,7 @@ class ClassValue(Value):
         base = self.source if self.source is not None else ObjectSource(self.cls, self.cls.__qualname__)
         return tx.wrap(attr, AttrSource(base, name))
 
-    def _check_lookup_runs_no_code(self, tx, name) -> None:
+    def _check_lookup_runs_no_code(self, tx, name, on_class: bool = True) -> None:
         """``type.__getattribute__(cls, name)`` may call a descriptor's
         ``__get__`` or the metaclass's ``__getattr__``: when that is the
         program's code, reading it now would run it at trace time (and again
@@ -117,6 +125,8 @@ class ClassValue(Value):
         meta_attr = special_lookup(meta, name)
         if meta_attr is not _MISSING and _runs_code_on_get(meta_attr):
             raise Unsupported(f"{meta.__name__}.{name}, a descriptor written in Python", kind="unsupported_attribute")
+        if not on_class:
+            return  # (the class's own dicts are read by the caller, see class_attrs.class_get)
         try:
             class_attr = special_lookup(cls, name)
         except (AttributeError, TypeError):
@@ -129,6 +139,18 @@ class ClassValue(Value):
         if meta_attr is _MISSING and special_lookup(meta, "__getattr__") is not _MISSING:
             raise Unsupported(f"{cls.__name__}.{name} through {meta.__name__}.__getattr__",
                               kind="unsupported_attribute")
+
+    def set_attr(self, tx, name, value):
+        from .class_attrs import set_class_attr
+        if not isinstance(self.cls, type):
+            return super().set_attr(tx, name, value)
+        set_class_attr(tx, self.cls, name, value)
+
+    def del_attr(self, tx, name):
+        from .class_attrs import del_class_attr
+        if not isinstance(self.cls, type):
+            return super().del_attr(tx, name)
+        del_class_attr(tx, self.cls, name)
 
     def call(self, tx, args, kwargs):
         member = self._enum_lookup(tx, args, kwargs)
@@ -283,7 +305,8 @@ class UserObjectValue(Value):
         that same call when the class has a hook of its own (a ``STORE_ATTR``
         would run the hook again)."""
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name):
+        check_instance_write(tx, cls, name)
+        if _has_data_descriptor(cls, name, written_ok=True):
             raise Unsupported(f"setting {cls.__name__}.{name} (a data descriptor)", kind="unsupported_setattr")
         if _instance_dict(self.obj) is None:
             raise Unsupported(f"setting {cls.__name__}.{name} (an object without __dict__)",
@@ -320,7 +343,8 @@ class UserObjectValue(Value):
     def generic_del_attr(self, tx, name):
         """``object.__delattr__(obj, name)`` (replayed as that call, see generic_set_attr)."""
         cls = type(self.obj)
-        if _has_data_descriptor(cls, name) or _instance_dict(self.obj) is None:
+        check_instance_write(tx, cls, name)
+        if _has_data_descriptor(cls, name, written_ok=True) or _instance_dict(self.obj) is None:
             raise Unsupported(f"deleting {cls.__name__}.{name}", kind="unsupported_setattr")
         self._check_dict_coherent(tx, name, writing=True)
         self._release_attr(tx, name)
@@ -412,6 +436,7 @@ NO_ATTR = _MISSING = object()
 
 def special_lookup(cls: type, name: str):
     """``name`` looked up on the type only, as the interpreter looks up special methods."""
+    check_not_dirty(cls, name)
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass.__dict__[name]
@@ -450,6 +475,7 @@ def _runs_code_on_get(attr) -> bool:
 
 def owner_of(cls: type, name: str):
     """The class of ``cls.__mro__`` whose dict holds ``name``, or None."""
+    check_not_dirty(cls, name)
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass
@@ -622,7 +648,10 @@ def _instance_dict(obj):
     return d
 
 
-def _has_data_descriptor(cls, name) -> bool:
+def _has_data_descriptor(cls, name, written_ok: bool = False) -> bool:
+    """(``written_ok``: the caller checked a name the trace wrote on the class, see check_instance_write)"""
+    if not written_ok:
+        check_not_dirty(cls, name)
     for klass in cls.__mro__:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
@@ -651,6 +680,17 @@ def lookup_attr(tx, value: Value, obj, name: str, generic: bool = False) -> Valu
     from .functions import BoundMethodValue
     cls = type(obj)
     src = value.source
+    from . import class_attrs
+    if class_attrs.dirty_in_mro(cls, name):
+        def own():
+            d = _instance_dict(obj)
+            if d is None:
+                return None
+            _guard_in_dict(tx, instance_dict_source(src, cls), name, name in d)
+            return tx.wrap(d[name], dict_entry_source(src, cls, name)) if name in d else None
+        found = class_attrs.instance_get(tx, value, cls, name, own)
+        if found is not None:
+            return found
     class_attr = None
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -759,6 +799,11 @@ class OpaqueValue(Value):
         self.why = why
         self.kind = kind
         self.hint = hint
+
+
+    def reads_caller_frame(self) -> bool:
+        from .frame_blind import c_function_reads_caller_frame
+        return c_function_reads_caller_frame(self.obj)
 
     def real_object(self):
         return (self.obj,)

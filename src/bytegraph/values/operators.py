@@ -13,6 +13,7 @@ from .base import Value
 from .constants import ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, RangeValue, SetValue,
                          TupleValue)
+from .ndarrays import NdarrayValue, numpy_operator
 from .symbolic import SymIntValue
 from .tensors import TensorValue, _to_node, graph_call
 from .user_operators import (BINARY_DUNDERS, UNARY_DUNDERS, handles_binary, handles_compare, is_pure_python_instance,
@@ -146,6 +147,8 @@ def _sympy_number(v: Value) -> bool:
 
 def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
     """``fn(a, b)`` for an ``operator`` function (``operator.add``, ``operator.iadd``, ...)."""
+    if isinstance(a, NdarrayValue) or isinstance(b, NdarrayValue):
+        return numpy_operator(tx, fn.__name__, a, b)
     if handles_binary(a, b) and _INPLACE_TO_PLAIN.get(fn, fn) in BINARY_DUNDERS:
         return user_binary_op(tx, fn, _INPLACE_TO_PLAIN.get(fn, fn), a, b)
     if not (isinstance(a, TensorValue) or isinstance(b, TensorValue)):
@@ -217,6 +220,8 @@ def binary_op(tx, fn: Callable, a: Value, b: Value) -> Value:
 
 
 def unary_op(tx, fn: Callable, a: Value) -> Value:
+    if isinstance(a, NdarrayValue):
+        return numpy_operator(tx, fn.__name__, a)
     if isinstance(a, (TensorValue, SymIntValue)):
         return graph_call(tx, "call_function", fn, [a], {})
     if a.is_constant():
@@ -354,6 +359,8 @@ def _real(v: Value):
 
 def compare(tx, op: str, a: Value, b: Value) -> Value:
     fn = COMPARE_FUNCS[op]
+    if isinstance(a, NdarrayValue) or isinstance(b, NdarrayValue):
+        return numpy_operator(tx, fn.__name__, a, b)
     if not (isinstance(a, TensorValue) or isinstance(b, TensorValue)):
         a, b = _number_operands(a, b)
     if _graph_value(a) or _graph_value(b):

@@ -209,6 +209,11 @@ class TensorMethodValue(Value):
         self.tensor = tensor
         self.name = name
 
+
+    def reads_caller_frame(self) -> bool:
+        from .frame_blind import c_function_reads_caller_frame
+        return c_function_reads_caller_frame(getattr(torch.Tensor, self.name, None))
+
     def python_type(self):
         return types.BuiltinMethodType
 
@@ -222,6 +227,9 @@ class TensorMethodValue(Value):
             if name == "tolist":
                 return tensor_tolist(tx, self.tensor)
             return tensor_to_python(tx, self.tensor, _SCALAR_READS[name])
+        if name == "numpy":
+            from .ndarrays import tensor_numpy
+            return tensor_numpy(tx, self.tensor, args, kwargs)
         if name in _UNSUPPORTED_METHODS:
             kind = "data_dependent" if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") \
                 else "unsupported_tensor_method"
@@ -320,6 +328,10 @@ class TorchFunctionValue(Value):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
+        if fn in (torch.from_numpy, torch.as_tensor, torch.tensor) and args:
+            from .ndarrays import NdarrayValue, tensor_of_ndarray
+            if isinstance(args[0], NdarrayValue):
+                return tensor_of_ndarray(tx, fn, args, kwargs)
         special = TORCH_SPECIAL.get(fn)
         if special is not None:
             if not args and "input" in kwargs:  # torch.is_floating_point(input=x)
