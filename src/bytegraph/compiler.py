@@ -84,16 +84,27 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
         return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
                               policy)
     finally:
-        made_classes = any(trace.side_effects.templates for trace in Trace.made[mark:])
+        template_refs = [r for trace in Trace.made[mark:] for r in trace.side_effects.template_refs]
         for trace in Trace.made[mark:]:
             trace.release()
         del Trace.made[mark:]
-        if made_classes:
-            # template classes of class statements (values/class_build.py) are
-            # cyclic garbage now; until collected they are listed by their
-            # bases' __subclasses__(), which the program may ask natively next
-            import gc
-            gc.collect()
+        if template_refs:
+            _collect_templates(template_refs)
+
+
+def _collect_templates(refs) -> None:
+    """Free the template classes of class statements (values/class_build.py).
+
+    They are cyclic garbage once the trace is released; until collected
+    they are listed by their bases' ``__subclasses__()``, which the program
+    may ask natively next.  They are young: a collection of the young
+    generations frees them, and only one that survived into the oldest
+    generation (a collection ran during the compile) costs a full one.
+    """
+    import gc
+    gc.collect(1)
+    if any(r() is not None for r in refs):
+        gc.collect()
 
 
 def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for, policy):

@@ -56,6 +56,8 @@ class SideEffects:
         self._class_values: Dict[int, Value] = {}
         #: id(template class) -> its TemplateClassValue: classes made by class statements in the trace
         self.templates: Dict[int, Value] = {}
+        #: weak references to those template classes (to check they were freed)
+        self.template_refs: list = []
         #: warnings.warn calls captured (see values/warnings_calls.py): what their guard checks
         self.warn_guards: List[tuple] = []
         #: while code is traced only to check it (an autograd Function's

@@ -32,6 +32,7 @@ from __future__ import annotations
 import builtins
 import types
 import typing
+import weakref
 from typing import Dict, List
 
 from ..errors import Unsupported
@@ -227,6 +228,7 @@ def _make_typed_named_tuple(name, bases, ns):
 def _register(tx, template, value, functions) -> None:
     se = tx.side_effects
     se.templates[id(template)] = value
+    se.template_refs.append(weakref.ref(template))
     se.alias_new(template, value)
     for fn_obj, fn_value in functions.values():
         if fn_value is not None:
@@ -401,6 +403,7 @@ def namedtuple_call(tx, args, kwargs) -> Value:
     value = NamedTupleClassValue(template, (typename.as_constant(), fields, options["rename"], options["defaults"],
                                             options["module"]))
     tx.side_effects.templates[id(template)] = value
+    tx.side_effects.template_refs.append(weakref.ref(template))
     tx.side_effects.alias_new(template, value)
     return value
 
