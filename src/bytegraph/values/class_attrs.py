@@ -65,28 +65,28 @@ class tracing_writes:
         return False
 
 
-def dirty_in_mro(cls, name: str) -> bool:
-    """Whether the running trace wrote ``name`` on a class of ``cls``'s MRO."""
+def _dirty_classes(cls):
+    """``(written names per class id, cls's MRO)`` while the running trace
+    wrote class attributes, else None."""
     se = _active()
     if se is None or not se.class_dirty:
-        return False
+        return None
     try:
-        mro = type.__dict__["__mro__"].__get__(cls)
+        return se.class_dirty, type.__dict__["__mro__"].__get__(cls)
     except TypeError:
-        return False
-    return any(name in se.class_dirty.get(id(k), ()) for k in mro)
+        return None
+
+
+def dirty_in_mro(cls, name: str) -> bool:
+    """Whether the running trace wrote ``name`` on a class of ``cls``'s MRO."""
+    found = _dirty_classes(cls)
+    return found is not None and any(name in found[0].get(id(k), ()) for k in found[1])
 
 
 def any_dirty(cls) -> bool:
     """Whether the running trace wrote any attribute of a class of ``cls``'s MRO."""
-    se = _active()
-    if se is None or not se.class_dirty:
-        return False
-    try:
-        mro = type.__dict__["__mro__"].__get__(cls)
-    except TypeError:
-        return False
-    return any(id(k) in se.class_dirty for k in mro)
+    found = _dirty_classes(cls)
+    return found is not None and any(id(k) in found[0] for k in found[1])
 
 
 def check_not_dirty(cls, name: str) -> None:
