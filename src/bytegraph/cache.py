@@ -176,7 +176,9 @@ class FrameCache:
                               "please report this bytegraph bug; the frame runs eagerly")
             return self._fall_back(fn, rec, sticky=True)
         self._entries.append(entry)
-        entry.guard.on_dead(lambda ref=weakref.ref(self), e=entry: _drop_entry(ref, e))
+        # (``drop`` bound now: at interpreter exit the module's globals are gone
+        # before the last guarded objects die)
+        entry.guard.on_dead(lambda ref=weakref.ref(self), e=entry, drop=_drop_entry: drop(ref, e))
         if entry.transformed:
             self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs)[1])
         if entry.raises:

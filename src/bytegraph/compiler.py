@@ -23,6 +23,7 @@ from .breaks import BreakEmitter
 from .values.user_keys import holds_user_keyed_dict
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
+from .gc_defer import full_collections_deferred
 from .errors import Unsupported, UserException
 from .guard_compiler import CompiledGuard, compile_guards
 from .guards import IDENTITY_KINDS, Guard, storages_disjoint
@@ -81,8 +82,9 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     """
     mark = len(Trace.made)
     try:
-        return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
-                              policy)
+        with full_collections_deferred():
+            return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                                  policy)
     finally:
         template_refs = [r for trace in Trace.made[mark:] for r in trace.side_effects.template_refs]
         for trace in Trace.made[mark:]:

@@ -51,6 +51,15 @@ max_trace_steps: int = 300_000
 #: continuation runs on its own, innermost first, each with its own graph.
 compose_continuations: bool = True
 
+#: While a frame compiles, CPython's automatic *full* collections wait (young
+#: ones still run).  A full collection walks the whole heap -- with torch and
+#: transformers loaded, ~0.17 s -- and a compile allocates enough survivors to
+#: start one, so the user's first call would pay it for objects that are not
+#: garbage.  The threshold is restored when the outermost compile ends; the
+#: collection then runs at its usual point in the program.  Off: compiles run
+#: under whatever thresholds the program set.
+defer_full_gc: bool = True
+
 #: Check guarded tensors with the compiled helper in ``bytegraph.native`` when it
 #: is built (one C++ call for all tensors instead of six attribute reads each).
 #: ``BYTEGRAPH_NATIVE_GUARDS=0`` turns it off; guards then use Python conditions.

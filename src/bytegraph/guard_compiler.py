@@ -26,6 +26,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import struct
+import sys
 import types
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -72,9 +73,11 @@ class CompiledGuard:
         """Call ``callback`` when an object this guard checks by identity is collected."""
         self._on_dead.append(callback)
 
-    def _died(self, _ref) -> None:
+    def _died(self, _ref, _finalizing=sys.is_finalizing) -> None:
         # The id of a dead object may be reused: this entry must never match again.
-        if not self.dead:
+        # (At interpreter exit nothing will call the guard again, and the
+        # callbacks' modules may already be torn down.)
+        if not self.dead and not _finalizing():
             self.dead = True
             self.check = _never
             for cb in self._on_dead:
