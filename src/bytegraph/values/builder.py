@@ -212,7 +212,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return SliceValue([wrap(tx, getattr(obj, p), AttrSource(source, p) if source is not None else None)
                            for p in ("start", "stop", "step")])
     if obj is os.environ and source is not None:
-        from .modules import EnvironValue
+        from .super_calls import EnvironValue
         tx.guards.add(Guard("ID_MATCH", source, obj))
         return EnvironValue(source)
     if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
