@@ -524,13 +524,20 @@ def _guard_distinct_inputs(trace: Trace) -> None:
     depend on which inputs alias.  Where two sources held one object an
     ``ALIAS`` guard was added when it was met; here every other pre-existing
     tensor, container and object is guarded distinct.  Objects guarded by
-    identity are left out: their identity is fixed already.
+    identity are left out: their identity is fixed already, except modules
+    of a class that a module guarded by its structure has (a fresh module,
+    ``DynamicPolicy.fresh_modules``, or a stateless one): a later call may
+    pass there the very module another source holds by identity, and the
+    trace's writes through one and reads through the other would miss.
     """
     id_guarded = {g.source for g in trace.guards if g.kind in IDENTITY_KINDS}
     sources = [inp.source for inp in trace.graph.inputs
                if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
-    sources += [v.source for v in trace.side_effects.existing_values()
-                if v.source is not None and v.source not in id_guarded]
+    existing = [v for v in trace.side_effects.existing_values() if v.source is not None]
+    loose_modules = {type(v.obj) for v in existing
+                     if v.source not in id_guarded and isinstance(getattr(v, "obj", None), torch.nn.Module)}
+    sources += [v.source for v in existing
+                if v.source not in id_guarded or (loose_modules and type(getattr(v, "obj", None)) in loose_modules)]
     sources = list(dict.fromkeys(sources))
     if len(sources) > 1:
         trace.guards.add(Guard("NO_ALIASING", sources[0], None, tuple(sources[1:])))
