@@ -44,3 +44,33 @@ def test_fresh_module_that_is_an_identity_guarded_global_module():
         assert arg.scale == 3.0
     assert 2 <= backend.count <= 3
     assert bytegraph.stats().graph_breaks == 0
+
+
+def test_instance_attribute_shadowing_a_parameter_of_a_fresh_module():
+    # ``m.weight`` finds an instance ``__dict__`` entry before nn.Module's
+    # __getattr__ reads ``_parameters``: the trace that read the parameter
+    # holds only while no such entry is there
+    def f(m, x):
+        return m(x)
+
+    backend = CountingBackend()
+    compiled = bytegraph.compile(f, backend=backend)
+    for i in range(6):
+        m = nn.Linear(4, 4)
+        if i >= 3:
+            m.__dict__["weight"] = torch.zeros(4, 4)
+        x = torch.randn(2, 4)
+        assert torch.equal(compiled(m, x), f(m, x))
+    assert backend.count == 3
+    assert bytegraph.stats().graph_breaks == 0
+
+
+def test_instance_attribute_shadowing_a_parameter_of_a_long_lived_module():
+    model = nn.Linear(4, 4)
+    backend = CountingBackend()
+    compiled = bytegraph.compile(lambda m, x: m(x), backend=backend)
+    x = torch.randn(2, 4)
+    assert torch.equal(compiled(model, x), model(x))
+    model.__dict__["weight"] = torch.zeros(4, 4)   # (bypassing nn.Module.__setattr__)
+    assert torch.equal(compiled(model, x), model(x))
+    assert backend.count == 2

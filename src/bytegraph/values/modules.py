@@ -60,6 +60,10 @@ class NNModuleValue(UserObjectValue):
             for dict_name in _MODULE_DICTS:
                 d = module.__dict__.get(dict_name)
                 if d is not None and name in d:
+                    # an instance attribute of that name would come first:
+                    # absent now (another module of the class, a fresh one,
+                    # may hold one; ``__dict__`` may be written directly)
+                    tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, "__dict__"), (name, False)))
                     src = ItemSource(AttrSource(self.source, dict_name), name)
                     value = d[name]
                     if isinstance(value, torch.Tensor) and dict_name != "_modules":
