@@ -74,3 +74,42 @@ def test_instance_attribute_shadowing_a_parameter_of_a_long_lived_module():
     model.__dict__["weight"] = torch.zeros(4, 4)   # (bypassing nn.Module.__setattr__)
     assert torch.equal(compiled(model, x), model(x))
     assert backend.count == 2
+
+
+def test_freezing_a_parameter_of_an_identity_guarded_module_recompiles():
+    # requires_grad_(False) keeps the parameter object: its identity guard
+    # alone let the entry fold the old flag
+    def f(m, x):
+        return m(x), m.weight.requires_grad
+
+    model = nn.Linear(4, 4)
+    backend = CountingBackend()
+    compiled = bytegraph.compile(f, backend=backend)
+    x = torch.randn(2, 4)
+    for freeze in (False, True, False):
+        model.weight.requires_grad_(not freeze)
+        want, want_rg = f(model, x)
+        got, got_rg = compiled(model, x)
+        assert torch.equal(got, want) and got_rg == want_rg and got.requires_grad == want.requires_grad
+    assert backend.count == 2
+
+
+def test_model_converted_in_place_by_double_recompiles():
+    # Module.double()/.to(dtype) assign each parameter's .data: same objects,
+    # other dtype (and ``.data = t`` may change the shape too)
+    def f(m):
+        return m.weight * 2, m.weight.dtype, m.weight.shape
+
+    model = nn.Linear(4, 4)
+    backend = CountingBackend()
+    compiled = bytegraph.compile(f, backend=backend)
+    for step in range(3):
+        if step == 1:
+            model.double()
+        if step == 2:
+            with torch.no_grad():
+                model.weight.data = torch.randn(4, 3, dtype=torch.float64)
+        want, got = f(model), compiled(model)
+        assert torch.equal(got[0], want[0]) and got[0].dtype == want[0].dtype
+        assert got[1:] == want[1:]
+    assert backend.count == 3

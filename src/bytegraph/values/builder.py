@@ -661,9 +661,11 @@ def _bound_constant_method(method):
 def wrap_parameter(tx, obj: torch.Tensor, source):
     """A parameter or buffer read from a module's dicts.
 
-    The module is identity-guarded and parameters are updated in place, so an
-    identity guard replaces the metadata checks (cheaper per call; replacing
-    the tensor still recompiles).
+    The module is identity-guarded and parameters are updated in place: an
+    identity guard (replacing the tensor recompiles, and Python-level aliasing
+    holds) plus its metadata, which changes in place too.  A module at a
+    fresh place (``DynamicPolicy.fresh_modules``) has its tensors guarded as
+    any tensor input.
     """
     graph = tx.graph
     existing = graph.input_for(obj)
@@ -675,6 +677,10 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
             or tx.trace.policy.module_is_fresh(source):
         return _wrap_tensor(tx, obj, source)
     tx.guards.add(Guard("ID_MATCH", source, obj))
+    # the same object may change what the trace specialized to:
+    # ``requires_grad_(False)`` (freezing), and ``model.double()``/``.to()``,
+    # which assign each parameter's ``.data`` (dtype, shape, device, strides)
+    tx.guards.add(Guard.tensor(source, obj))
     return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
 
 
