@@ -113,3 +113,23 @@ def test_model_converted_in_place_by_double_recompiles():
         assert torch.equal(got[0], want[0]) and got[0].dtype == want[0].dtype
         assert got[1:] == want[1:]
     assert backend.count == 3
+
+
+def test_scripted_module_passed_anew_keeps_identity_guards():
+    # a RecursiveScriptModule's _parameters/_buffers/_modules are C++
+    # wrappers, not dicts a guard can read keys from: it is not guarded by
+    # structure (this used to be an internal error on the second call)
+    import warnings
+
+    def f(m, x):
+        return m(x) * 2
+
+    backend = CountingBackend()
+    compiled = bytegraph.compile(f, backend=backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            m = torch.jit.script(nn.Linear(4, 4))
+            x = torch.randn(2, 4)
+            assert torch.equal(compiled(m, x), f(m, x))
+    assert backend.count >= 1

@@ -238,7 +238,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj) \
                 and tx.trace.per_call(source):
             _guard_function_by_parts(guards, obj, source)
-        elif _is_stateless_module(obj) or (isinstance(obj, torch.nn.Module)
+        elif _is_stateless_module(obj) or (isinstance(obj, torch.nn.Module) and _has_plain_state_dicts(obj)
                                            and tx.trace.policy.module_is_fresh(source)):
             # a loss or activation module (often made in forward and carried
             # across a break), or any module found made anew per call (see
@@ -346,6 +346,13 @@ def _is_stateless_module(obj) -> bool:
         return False
     dicts = [obj.__dict__.get(d) for d in _MODULE_STATE_DICTS]
     return all(type(d) is dict and all(v is None for v in d.values()) for d in dicts)
+
+
+def _has_plain_state_dicts(obj) -> bool:
+    """Whether ``obj``'s parameter, buffer and submodule dicts are its own
+    plain dicts, whose keys a guard can read (a scripted module's are C++
+    wrappers): else a fresh module keeps its identity guard."""
+    return all(type(obj.__dict__.get(d)) in (dict, collections.OrderedDict) for d in _MODULE_STATE_DICTS)
 
 
 def _made_at_run_time(fn: types.FunctionType) -> bool:
