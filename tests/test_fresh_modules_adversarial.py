@@ -133,3 +133,27 @@ def test_scripted_module_passed_anew_keeps_identity_guards():
             x = torch.randn(2, 4)
             assert torch.equal(compiled(m, x), f(m, x))
     assert backend.count >= 1
+
+
+def test_parameter_only_mutated_under_no_grad_gets_no_grad_with_aot_eager():
+    # eager leaves .grad None for a parameter the loss does not use; the
+    # functionalized graph used to hand it a zero gradient
+    def f(a, b, x):
+        with torch.no_grad():
+            a.weight.mul_(2)
+        return b(x)
+
+    backend = CountingBackend("aot_eager")
+    compiled = bytegraph.compile(f, backend=backend)
+    for i in range(4):
+        torch.manual_seed(i)
+        ea, eb = nn.Linear(4, 4), nn.Linear(4, 4)
+        torch.manual_seed(i)
+        ca, cb = nn.Linear(4, 4), nn.Linear(4, 4)
+        x = torch.randn(2, 4)
+        f(ea, eb, x).sum().backward()
+        compiled(ca, cb, x).sum().backward()
+        assert torch.equal(ea.weight, ca.weight)
+        assert ca.weight.grad is None and ea.weight.grad is None
+        assert torch.equal(eb.weight.grad, cb.weight.grad)
+    assert 1 <= backend.count <= 3

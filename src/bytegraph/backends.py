@@ -26,7 +26,8 @@ def _boxed_nop(gm, example_inputs):
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs):
     from torch._functorch.aot_autograd import aot_module_simplified
-    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop)
+    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
+                                 keep_inference_input_mutations=True)
 
 
 def _inductor(gm: torch.fx.GraphModule, example_inputs):
