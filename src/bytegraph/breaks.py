@@ -53,8 +53,25 @@ def _live_at(frame, index: int):
     live = _LIVE.get(frame.code)
     if live is None:
         # (per code object: every break and restart in it asks again)
-        live = _LIVE[frame.code] = live_locals(decode(frame.code))
+        if _reads_own_locals_by_name(base):
+            # ``eval("y")`` reads ``y`` where no instruction does: every local
+            # may be read at any point, as the frame still holds it in eager
+            everything = frozenset(frame.code.co_varnames)
+            live = _LIVE[frame.code] = [everything] * len(decode(frame.code))
+        else:
+            live = _LIVE[frame.code] = live_locals(decode(frame.code))
     return live[index]
+
+
+#: builtins and attributes that read a frame's locals by name
+_LOCALS_BY_NAME = frozenset({"eval", "exec", "locals", "vars", "dir", "breakpoint", "_getframe",
+                             "currentframe", "f_locals"})
+
+
+def _reads_own_locals_by_name(code) -> bool:
+    """``code`` names a function that reads locals by name (``eval``,
+    ``locals``, ``sys._getframe().f_locals``): liveness cannot tell which."""
+    return not _LOCALS_BY_NAME.isdisjoint(code.co_names)
 
 
 #: code object -> live locals at each instruction index
@@ -73,6 +90,32 @@ def _keeps_alive(v) -> bool:
     # ``__subclasses__()``, which a later ``__bases__`` assignment walks.
     # (its type is enough to tell: an unused str loop variable guards nothing more)
     return not v.is_constant() or issubclass(v.python_type(), type)
+
+
+def _callee_at(frame) -> Optional[Value]:
+    """The callable of ``frame``'s current instruction, a call the break
+    stopped before (None for other instructions)."""
+    ins = frame.instrs[frame.ip]
+    if ins.opname == "CALL":
+        n = ins.arg + 2
+    elif ins.opname == "CALL_FUNCTION_EX":
+        n = 2 + (ins.arg & 1) + 1
+    else:
+        return None
+    if len(frame.stack) < n:
+        return None
+    first, second = frame.stack[-n], frame.stack[-n + 1]
+    return second if isinstance(first, NullValue) else first
+
+
+def _reads_locals_natively(frame) -> bool:
+    """The break's native instruction in ``frame`` is a call that reads the
+    frame's locals by name (``eval``, ``locals()``, see
+    :func:`~bytegraph.values.frame_blind.reads_caller_locals`): every bound
+    local must be in the frame that runs it, not only the live ones."""
+    from .values.frame_blind import reads_caller_locals
+    callee = _callee_at(frame)
+    return callee is not None and reads_caller_locals(callee)
 
 
 class NativeSlotValue(Value):
@@ -94,12 +137,16 @@ class NativeSlotValue(Value):
 class FrameState:
     """What one frame hands to its continuation: stack slots, locals, cells."""
 
-    def __init__(self, frame, index: int, stack: List[Value], local_names=None, state_dict=False):
+    def __init__(self, frame, index: int, stack: List[Value], local_names=None, state_dict=False,
+                 all_locals=False):
         self.frame = frame
         self.index = index
         self.stack = stack
         self.null_mask = tuple(isinstance(v, NullValue) for v in stack)
         cells = set(cell_names(frame.code))
+        if all_locals:
+            # (the continuation runs a call that reads them by name)
+            local_names = [n for n in plain_locals(frame.code) if n not in cells]
         if local_names is None:
             live = _live_at(frame, index)
             local_names = [n for n in plain_locals(frame.code) if n not in cells and (
@@ -157,7 +204,9 @@ class BreakEmitter:
             inner = self.frames[-1]
             return [FrameState(f, _call_index(f) if f is not inner and continued_by_caller(self.frames[i + 1])
                                else inner.ip + 1 if self.call_first and f is inner
-                               else _resume_index(f), list(f.stack)) for i, f in enumerate(self.frames)]
+                               else _resume_index(f), list(f.stack),
+                               all_locals=f is inner and not self.call_first and _reads_locals_natively(f))
+                    for i, f in enumerate(self.frames)]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -171,6 +220,8 @@ class BreakEmitter:
         if ins.exn is not None:
             names |= _live_at(root, root.index_of[id(ins.exn.target)])
         cells = set(cell_names(root.code))
+        if _reads_locals_natively(root):
+            names |= set(plain_locals(root.code))
         # The native instruction may itself write a local (a break left
         # pending by the previous instruction lands on ``STORE_FAST`` or
         # ``DELETE_FAST``): the continuation gets that slot as the native
