@@ -195,3 +195,78 @@ def test_a_helper_that_does_not_walk_frames_still_composes():
 
     be = check(f, ones, graphs=2, breaks=1)
     assert be.op_counts() == [2, 2]
+
+
+# -- bug found: the traceback of the call the break's glue code runs ----------
+
+class _BadStr:
+    def __str__(self):
+        raise ValueError("no str", 7)
+
+
+def _user_frames(fn, *args, root):
+    """(file, function, line) of each traceback entry from ``root`` on."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn(*args)
+    except ValueError as e:
+        tb = [(f.filename, f.name, f.lineno) for f in __import__("traceback").extract_tb(e.__traceback__)]
+        names = [name for _, name, _ in tb]
+        return tb[names.index(root):], e.args
+    raise AssertionError("did not raise")
+
+
+def test_traceback_of_the_native_call_shows_the_inlined_frames():
+    # (composed continuations only: per frame, each continuation is called
+    # by the compiled frame's glue in turn, not nested; a traceback cannot
+    # show the nesting)
+    # The glue code ran the inner frame's print itself, at the inner frame's
+    # position: the traceback showed f at a line of f's file that was the
+    # helper's line number (another function's text), and no helper frames
+    def inner(x):
+        x = x + 1
+        print(_BadStr())
+        return x
+
+    def mid(x):
+        return inner(x * 2) - 1
+
+    def f(x):
+        y = x + 1
+        return mid(y) * 3
+
+    want = _user_frames(f, torch.ones(2), root="f")
+    assert [name for _, name, _ in want[0]] == ["f", "mid", "inner", "__str__"]
+    be = CountingBackend()
+    compiled = bytegraph.compile(f, backend=be)
+    for _ in range(2):
+        assert _user_frames(compiled, torch.ones(2), root="f") == want
+    assert be.count == 1 and bytegraph.stats().graph_breaks == 1
+
+
+def test_traceback_with_keyword_and_method_calls_at_the_break():
+    class Log:
+        def __init__(self):
+            self.parts = []
+
+        def write(self, s):
+            if s == "boom":
+                raise ValueError("write failed", s)
+            self.parts.append(s)
+
+        def flush(self):
+            pass
+
+    def inner(x, log):
+        x = x * 2
+        print("a", "boom", sep="", file=log)   # keywords at the break
+        return x
+
+    def f(x, log):
+        return inner(x + 1, log) + 1
+
+    want = _user_frames(f, torch.ones(2), Log(), root="f")
+    compiled = bytegraph.compile(f, backend=CountingBackend())
+    got = _user_frames(compiled, torch.ones(2), Log(), root="f")
+    assert got == want
+    assert bytegraph.stats().graph_breaks == 1

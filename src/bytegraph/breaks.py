@@ -19,6 +19,7 @@ import weakref
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, instr, live_locals, stack_effect
+from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
 from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, base_position, cell_names, loop_body_code, origin_of, plain_locals,
@@ -272,13 +273,24 @@ class BreakEmitter:
         n = ins.arg + 2   # NULL or method, callable or self, the arguments
         below, operands = st.stack[:-n], st.stack[-n:]
         temps = self._stack_into_temps(below)
-        for v in operands:
+        # Called through a stand-in frame per inlined frame (see
+        # call_frames): a traceback of what it raises shows eager's frames.
+        # A method call's (method, self) pair is the function and its first
+        # argument there.
+        callee_args = operands[1:] if isinstance(operands[0], NullValue) else operands
+        inlined = self.frames[1:]
+        stand_ins = [stand_in(f.code, f.instrs[f.ip - 1].positions, len(inlined) - k + len(callee_args) - 1)
+                     for k, f in enumerate(inlined[:-1], 1)]
+        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, tuple(frame.kw_names or ())))
+        cg.emit("PUSH_NULL")
+        for fn in stand_ins:
+            cg.load_object(fn)
+        for v in callee_args:
             cg.reconstruct(v)
-        pos = ins.positions
-        if frame.kw_names:
-            cg.instrs.append(instr("KW_NAMES", tuple(frame.kw_names), positions=pos))
-        cg.instrs.append(instr("PRECALL", arg=ins.arg, positions=pos))
-        cg.instrs.append(instr("CALL", arg=ins.arg, positions=pos))
+        argc = len(stand_ins) - 1 + len(callee_args)
+        pos = self.root.instrs[self.root.ip - 1].positions
+        cg.instrs.append(instr("PRECALL", arg=argc, positions=pos))
+        cg.instrs.append(instr("CALL", arg=argc, positions=pos))
         result = cg.new_temp()
         cg.emit("STORE_FAST", result)
         return tuple(st.null_mask[:-n]) + (False,), temps + [result]
