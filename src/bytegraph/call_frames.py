@@ -12,8 +12,9 @@ unrelated line.
 So the glue calls through one small function per inlined frame, each made
 from that frame's code object (its file, name and first line) and doing
 nothing but the next call, at the position of that frame's call: the
-traceback shows the frames and lines eager shows.  They hold the call's
-operands only while it runs, as the eager frames' stacks did.
+traceback shows the frames and lines eager shows.  Their parameters are
+moved onto the stack before the call: the call's operands are held by the
+call alone, as on the eager frame's stack.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, 
     params = ["___bg_fn"] + [f"___bg_a{i}" for i in range(n_args)]
     pos = positions
     body = [instr("RESUME", arg=0, positions=pos), instr("PUSH_NULL", positions=pos)]
-    body += [instr("LOAD_FAST", p, positions=pos) for p in params]
+    for p in params:
+        # (moved onto the stack: only the call holds them, as in eager)
+        body += [instr("LOAD_FAST", p, positions=pos), instr("DELETE_FAST", p, positions=pos)]
     if kw_names:
         body.append(instr("KW_NAMES", tuple(kw_names), positions=pos))
     body += [instr("PRECALL", arg=n_args, positions=pos), instr("CALL", arg=n_args, positions=pos),
