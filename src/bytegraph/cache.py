@@ -137,6 +137,9 @@ class FrameCache:
             # a loop resumed at another iteration: from now on its iterator is
             # left to run natively rather than compiled once per position
             self._policy.moving_iterators.update(last.guard.moved_iterators(args, kwargs))
+            # another module of the same class where the entry had one: from
+            # now on modules there are guarded by structure (DynamicPolicy)
+            self._policy.fresh_modules.update(last.guard.replaced_modules(args, kwargs))
             if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
@@ -361,6 +364,11 @@ def _drop_entry(cache_ref, entry) -> None:
     cache = cache_ref()
     if cache is not None and entry in cache._entries:
         cache._entries.remove(entry)
+        if entry.guard.died_module is not None:
+            # a module the entry was specialized to died: the next one at
+            # that place is likely new too (built in the frame and handed to a
+            # continuation, a model rebuilt per call)
+            cache._policy.fresh_modules.add(entry.guard.died_module)
 
 
 #: builtins bytegraph itself calls while compiling, as they were at import

@@ -65,6 +65,10 @@ class DynamicPolicy:
         #: sources of real iterators found at another position than a trace
         #: guarded (see ``values.real_iterators``): traces leave them unstepped
         self.moving_iterators: Set[str] = set()
+        #: source names of modules that died while an entry was specialized
+        #: to them: modules there (and their submodules) are guarded by
+        #: structure, their parameters and buffers as tensors, not by identity
+        self.fresh_modules: Set[str] = set()
 
     def tensor_dims(self, t: torch.Tensor, source_name: str) -> Set[int]:
         static = getattr(t, _STATIC_ATTR, set())
@@ -76,6 +80,14 @@ class DynamicPolicy:
             dims = set(self.dims.get(source_name, ()))
         dims |= getattr(t, _DYNAMIC_ATTR, set())
         return {d for d in dims if d not in static and d < t.dim()}
+
+    def module_is_fresh(self, source) -> bool:
+        """Whether a module read from ``source`` is guarded by its structure
+        (it, or a module it belongs to, was found made anew per call)."""
+        if not self.fresh_modules:
+            return False
+        from .sources import chain
+        return any(s.name() in self.fresh_modules for s in chain(source))
 
     def iterator_moves(self, source_name: str) -> bool:
         return source_name in self.moving_iterators

@@ -51,12 +51,17 @@ class CompiledGuard:
     """
 
     __slots__ = ("check", "source", "guards", "_namespace", "_lines", "_signature_fn", "_closure_param",
-                 "_watchers", "dead", "_on_dead")
+                 "_watchers", "dead", "_on_dead", "_module_watchers", "died_module")
 
     def __init__(self, check, source, guards, namespace, lines, signature_fn, closure_param=False, watchers=()):
         self._closure_param = closure_param
         #: weak references to identity-guarded objects; when one dies the entry is invalid
         self._watchers = list(watchers)
+        #: ``(weak reference, source name)`` for watched modules and their
+        #: parameters and buffers: the name of the module that owns each
+        self._module_watchers: list = []
+        #: the source name of the module whose death invalidated this entry
+        self.died_module: Optional[str] = None
         self.dead = False
         self._on_dead: list = []
         self.check = check
@@ -78,6 +83,7 @@ class CompiledGuard:
         # (At interpreter exit nothing will call the guard again, and the
         # callbacks' modules may already be torn down.)
         if not self.dead and not _finalizing():
+            self.died_module = next((name for ref, name in self._module_watchers if ref is _ref), None)
             self.dead = True
             self.check = _never
             for cb in self._on_dead:
@@ -129,6 +135,28 @@ class CompiledGuard:
             if guard.kind == "CONSTANT_MATCH" and isinstance(src, IteratorPartSource) and src.part == "state" \
                     and env.get(value_var) != guard.expected:
                 out.append(src.base.name())
+        return out
+
+    def replaced_modules(self, args, kwargs) -> List[str]:
+        """Sources where this call passes another ``nn.Module`` of the same
+        class than the identity-guarded one (a model rebuilt per call, a
+        module made in the frame and handed to a continuation).  Slow path."""
+        env = self._env(args, kwargs)
+        out: List[str] = []
+        if env is None:
+            return out
+        checks = {id(guard): cond for _, cond, guard, _ in self._lines}
+        for guard, value_var in _read_lines(self._lines, env):
+            # (the records hold a stand-in for the guarded object, with its class)
+            cls = getattr(guard.expected, "cls", None)
+            if guard.kind == "ID_MATCH" and value_var and isinstance(cls, type) \
+                    and issubclass(cls, torch.nn.Module) and type(env.get(value_var)) is cls:
+                try:
+                    same = eval(checks[id(guard)], env)
+                except Exception:
+                    same = False
+                if not same:
+                    out.append(guard.source.name())
         return out
 
     def why_failed(self, args, kwargs) -> Optional[str]:
@@ -283,9 +311,9 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     var_of: Dict[Source, str] = {}
     watched: list = []
 
-    def weak_id(obj) -> int:
+    def weak_id(obj, source=None) -> int:
         """Watch ``obj`` (weakly, once compiled); its id is safe to compare while it lives."""
-        watched.append((obj, None))
+        watched.append((obj, _owning_module(obj, source)))
         return id(obj)
 
     def expr_of(source: Source, setup: list) -> str:
@@ -332,12 +360,31 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     log("guards", "guards for %s:\n%s", code.co_name, src)
     lines = [(s, c, _forget(guard), v) for s, c, guard, v in lines]
     compiled = CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
-    for obj, _ in watched:
+    for obj, module in watched:
         try:
-            compiled._watchers.append(weakref.ref(obj, compiled._died))
+            ref = weakref.ref(obj, compiled._died)
         except TypeError:  # not weakly referenceable: bind it strongly instead
             ns[f"___keep{len(ns)}"] = obj
+            continue
+        compiled._watchers.append(ref)
+        if module is not None:
+            compiled._module_watchers.append((ref, module))
     return compiled
+
+
+def _owning_module(obj, source) -> Optional[str]:
+    """The source name of the ``nn.Module`` that ``obj`` is or belongs to
+    (a parameter or buffer read from its dicts), else None.  When it dies,
+    the frame's later compiles guard a module at that place by its structure
+    (``DynamicPolicy.fresh_modules``): it is made anew on each call."""
+    if source is None:
+        return None
+    if isinstance(obj, torch.nn.Module):
+        return source.name()
+    base = getattr(source, "base", None)
+    if isinstance(obj, torch.Tensor) and getattr(base, "attr", None) in ("_parameters", "_buffers"):
+        return base.base.name()
+    return None
 
 
 def _guard_body(lines, native, bind) -> List[str]:
@@ -459,7 +506,7 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
     if k == "ID_MATCH":
         obj = g.expected
         if weak_id is not None and _weakrefable(obj):
-            return f"id({e}) == {weak_id(obj)}"
+            return f"id({e}) == {weak_id(obj, g.source)}"
         return f"{e} is {bind(obj)}"
     if k == "FUNCTION_MATCH":
         fn = g.expected

@@ -379,8 +379,9 @@ class _Forgotten:
     """Stands in for an identity-guarded object in a compiled guard's records,
     so the cache does not keep the object alive."""
 
-    __slots__ = ("__qualname__", "type_name")
+    __slots__ = ("__qualname__", "type_name", "cls")
 
     def __init__(self, obj):
         self.__qualname__ = _name_of(obj) or f"{id(obj):#x}"
         self.type_name = type(obj).__name__
+        self.cls = type(obj)

@@ -212,7 +212,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return SliceValue([wrap(tx, getattr(obj, p), AttrSource(source, p) if source is not None else None)
                            for p in ("start", "stop", "step")])
     if obj is os.environ and source is not None:
-        from .modules import EnvironValue
+        from .super_calls import EnvironValue
         tx.guards.add(Guard("ID_MATCH", source, obj))
         return EnvironValue(source)
     if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
@@ -238,10 +238,13 @@ def wrap(tx, obj, source: Source | None) -> Value:
         elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj) \
                 and tx.trace.per_call(source):
             _guard_function_by_parts(guards, obj, source)
-        elif _is_stateless_module(obj):
+        elif _is_stateless_module(obj) or (isinstance(obj, torch.nn.Module)
+                                           and tx.trace.policy.module_is_fresh(source)):
             # a loss or activation module (often made in forward and carried
-            # across a break): what a call reads from it is guarded attribute
-            # by attribute, like any object's; it owns no tensors to pin
+            # across a break), or any module found made anew per call (see
+            # DynamicPolicy.fresh_modules): what a call reads from it is
+            # guarded attribute by attribute, like any object's, and its
+            # parameters and buffers as tensors (wrap_parameter)
             guards.add(Guard("TYPE_MATCH", source, type(obj)))
             for dict_name in _MODULE_STATE_DICTS:
                 guards.add(Guard("DICT_KEYS", AttrSource(source, dict_name), tuple(obj.__dict__[dict_name])))
@@ -668,7 +671,8 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
         if existing.source is not None and source != existing.source:
             tx.guards.add(Guard("ALIAS", source, others=(existing.source,)))  # tied weights
         return existing
-    if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided:
+    if type(obj) not in (torch.Tensor, torch.nn.Parameter) or obj.layout != torch.strided \
+            or tx.trace.policy.module_is_fresh(source):
         return _wrap_tensor(tx, obj, source)
     tx.guards.add(Guard("ID_MATCH", source, obj))
     return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))

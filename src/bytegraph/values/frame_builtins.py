@@ -104,7 +104,7 @@ class StateLocalsValue(DictValue):
 
 
 def super_(tx, args, kwargs):
-    from .modules import SuperValue
+    from .super_calls import SuperValue
     if len(args) == 2:
         return SuperValue(args[0].as_constant(), args[1])
     if args:
