@@ -139,3 +139,63 @@ def test_equality_and_copy_follow_the_moved_order():
         return x + 1, before, d == e, c, list(reversed(d))
 
     _check(f, lambda: (torch.ones(2),))
+
+
+# -- random sequences of operations (differential) ------------------------------
+
+_KEYS = "abcde"
+
+
+def _program(ops, made_in_frame=False):
+    """The source of a function applying ``ops`` to an OrderedDict (made in
+    the frame, or passed in as ``d``), returning what each step saw."""
+    lines = ["def f(x, d):", "    out = []"]
+    if made_in_frame:
+        lines.append("    d = OrderedDict(d)")
+    for op, key, flag in ops:
+        if op == "set":
+            lines.append(f"    d[{key!r}] = len(d)")
+        elif op == "del":
+            lines.append(f"    try:\n        del d[{key!r}]\n    except KeyError:\n        out.append('KE')")
+        elif op == "move":
+            lines.append(f"    try:\n        d.move_to_end({key!r}, {flag})\n    except KeyError:\n"
+                         "        out.append('KE')")
+        elif op == "popitem":
+            lines.append(f"    if d:\n        out.append(d.popitem(last={flag}))")
+        elif op == "pop":
+            lines.append(f"    out.append(d.pop({key!r}, None))")
+        elif op == "read":
+            lines.append("    out.append((list(d), list(reversed(d)), len(d)))")
+        elif op == "iter_move":
+            lines.append("    try:\n        for k in d:\n            out.append(k)\n"
+                         f"            d.move_to_end(k, {flag})\n    except RuntimeError as e:\n"
+                         "        out.append(str(e))")
+    lines.append("    return x + len(out), out, d")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("made_in_frame", [False, True])
+def test_random_sequences_of_ordered_dict_operations(made_in_frame):
+    import random
+    rng = random.Random(1234 + made_in_frame)
+    config.raise_on_error = True
+    for case in range(60):
+        ops = [(rng.choice(["set", "del", "move", "move", "popitem", "pop", "read", "iter_move"]),
+                rng.choice(_KEYS), rng.choice([True, False])) for _ in range(rng.randint(1, 9))]
+        ns: dict = {"OrderedDict": OrderedDict}
+        source = _program(ops, made_in_frame)
+        exec(compile(source, f"<od case {case}>", "exec"), ns)
+        fn = ns["f"]
+        start = [(k, i) for i, k in enumerate(rng.sample(_KEYS, rng.randint(0, 5)))]
+        want = fn(torch.ones(1), OrderedDict(start))
+        bytegraph.reset()
+        backend = CountingBackend()
+        passed_in = OrderedDict(start)
+        got = bytegraph.compile(fn, backend=backend)(torch.ones(1), passed_in)
+        assert torch.equal(want[0], got[0]), source
+        assert want[1] == got[1], source
+        assert (got[2] is passed_in) != made_in_frame
+        if made_in_frame:
+            assert _orders(passed_in) == _orders(OrderedDict(start))
+        assert _orders(want[2]) == _orders(got[2]), source
+        assert backend.count == 1
