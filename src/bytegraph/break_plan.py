@@ -83,9 +83,17 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         # callee's continuation (see _emit_chain), so the caller's
         # except/finally/__exit__ see what the callee raises.
         outermost_indirect = None
+        inspecting = False
         f = frame
         while f.parent is not None:
             if not f.direct_call or (_deferred(f) and not _is_plain_call(f.parent)):
+                outermost_indirect = f
+            inspecting = inspecting or inspects_callers(f.code)
+            if inspecting and f.parent.parent is None:
+                # Continuations of inlined frames are called by bytegraph's
+                # code, not by their caller's frame: code that walks up the
+                # stack from one would see the wrong frames.  The whole call
+                # from the compiled frame runs natively instead, as in eager.
                 outermost_indirect = f
             f = f.parent
         if outermost_indirect is None:
@@ -94,6 +102,32 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         delegated = origin_of(outermost_indirect.code) is not None
         frame = outermost_indirect.parent
         index, step = frame.ip - 1, frame.step
+
+
+#: names whose use in a function suggests it looks at the frames that called
+#: it (``sys._getframe(1)``, ``inspect.currentframe().f_back``,
+#: ``traceback.extract_stack()``)
+_FRAME_WALKING_NAMES = frozenset({"_getframe", "currentframe", "f_back", "getouterframes", "getframeinfo",
+                                  "extract_stack", "format_stack", "print_stack", "walk_stack"})
+
+
+def inspects_callers(code) -> bool:
+    """Whether ``code`` may look at its callers' frames: it names a
+    frame-walking function or attribute (``inspect.stack``), or passes a
+    ``stacklevel`` keyword (``warnings.warn``, ``logging``), which reports
+    a caller's location.  A static, conservative reading of the code alone
+    (not of the functions it calls).
+
+    Example::
+
+        >>> import sys
+        >>> inspects_callers((lambda: sys._getframe(1)).__code__), inspects_callers((lambda x: x).__code__)
+        (True, False)
+    """
+    names = set(code.co_names)
+    if names & _FRAME_WALKING_NAMES or ("inspect" in names and "stack" in names):
+        return True
+    return any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts)
 
 
 def _is_plain_call(frame) -> bool:

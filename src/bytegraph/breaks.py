@@ -15,64 +15,18 @@ from __future__ import annotations
 
 import inspect
 import types
-import weakref
 from typing import List, Optional, Tuple
 
-from .bytecode import decode, instr, live_locals, stack_effect
+from .bytecode import decode, instr, stack_effect
+from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively
+from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
-from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, base_position, cell_names, loop_body_code, origin_of, plain_locals,
+from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, cell_names, loop_body_code, origin_of, plain_locals,
                      resume_code)
 from .values.base import NullValue, Value
-from .values.cells import CellValue
 from .values.functions import _make_function
 
-
-
-def _bound_plain_locals(frame, names) -> List[Tuple[str, Value]]:
-    """``(name, value)`` for each name bound in ``frame`` (untouched root locals stay unrealized)."""
-    from .values.base import UnrealizedLocal
-    out = []
-    for name in names:
-        v = frame.locals.get(name)
-        if v is not None:
-            # (``names`` are plain locals: a CellValue here is a cell object the
-            # user's code holds, e.g. ``c = f.__closure__[0]``, not a frame cell)
-            out.append((name, v))
-        elif v is None and name in frame.unrealized:
-            out.append((name, UnrealizedLocal(frame, name)))
-    return out
-
-
-def _live_at(frame, index: int):
-    base, _ = base_position(frame.code, index)
-    origin = origin_of(base)
-    if origin is not None and origin.kind == "loop_body":
-        # an outlined loop body ends with locals(): every bound local is live
-        return frozenset(frame.code.co_varnames)
-    live = _LIVE.get(frame.code)
-    if live is None:
-        # (per code object: every break and restart in it asks again)
-        live = _LIVE[frame.code] = live_locals(decode(frame.code))
-    return live[index]
-
-
-#: code object -> live locals at each instruction index
-_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _keeps_alive(v) -> bool:
-    """A dead local still holds its object until the frame rebinds it or
-    returns (a weakref or ``__del__`` sees when it goes): the continuation
-    takes it too.  Graph tensors are the exception: outputting every dead
-    intermediate would cost memory, and only weakrefs to them could tell."""
-    from .values.tensors import TensorValue
-    if v is None or isinstance(v, (TensorValue, CellValue)):
-        return False
-    # A class counts as a constant, but while it lives it is in its bases'
-    # ``__subclasses__()``, which a later ``__bases__`` assignment walks.
-    # (its type is enough to tell: an unused str loop variable guards nothing more)
-    return not v.is_constant() or issubclass(v.python_type(), type)
 
 
 class NativeSlotValue(Value):
@@ -94,12 +48,16 @@ class NativeSlotValue(Value):
 class FrameState:
     """What one frame hands to its continuation: stack slots, locals, cells."""
 
-    def __init__(self, frame, index: int, stack: List[Value], local_names=None, state_dict=False):
+    def __init__(self, frame, index: int, stack: List[Value], local_names=None, state_dict=False,
+                 all_locals=False):
         self.frame = frame
         self.index = index
         self.stack = stack
         self.null_mask = tuple(isinstance(v, NullValue) for v in stack)
         cells = set(cell_names(frame.code))
+        if all_locals:
+            # (the continuation runs a call that reads them by name)
+            local_names = [n for n in plain_locals(frame.code) if n not in cells]
         if local_names is None:
             live = _live_at(frame, index)
             local_names = [n for n in plain_locals(frame.code) if n not in cells and (
@@ -157,7 +115,9 @@ class BreakEmitter:
             inner = self.frames[-1]
             return [FrameState(f, _call_index(f) if f is not inner and continued_by_caller(self.frames[i + 1])
                                else inner.ip + 1 if self.call_first and f is inner
-                               else _resume_index(f), list(f.stack)) for i, f in enumerate(self.frames)]
+                               else _resume_index(f), list(f.stack),
+                               all_locals=f is inner and not self.call_first and _reads_locals_natively(f))
+                    for i, f in enumerate(self.frames)]
         root = self.root
         if plan.mode == "loop":
             return [FrameState(root, root.ip, list(root.stack), plain_locals(root.code), state_dict=True)]
@@ -171,6 +131,8 @@ class BreakEmitter:
         if ins.exn is not None:
             names |= _live_at(root, root.index_of[id(ins.exn.target)])
         cells = set(cell_names(root.code))
+        if _reads_locals_natively(root):
+            names |= set(plain_locals(root.code))
         # The native instruction may itself write a local (a break left
         # pending by the previous instruction lands on ``STORE_FAST`` or
         # ``DELETE_FAST``): the continuation gets that slot as the native
@@ -221,13 +183,24 @@ class BreakEmitter:
         n = ins.arg + 2   # NULL or method, callable or self, the arguments
         below, operands = st.stack[:-n], st.stack[-n:]
         temps = self._stack_into_temps(below)
-        for v in operands:
+        # Called through a stand-in frame per inlined frame (see
+        # call_frames): a traceback of what it raises shows eager's frames.
+        # A method call's (method, self) pair is the function and its first
+        # argument there.
+        callee_args = operands[1:] if isinstance(operands[0], NullValue) else operands
+        inlined = self.frames[1:]
+        stand_ins = [stand_in(f.code, f.instrs[f.ip - 1].positions, len(inlined) - k + len(callee_args) - 1)
+                     for k, f in enumerate(inlined[:-1], 1)]
+        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, tuple(frame.kw_names or ())))
+        cg.emit("PUSH_NULL")
+        for fn in stand_ins:
+            cg.load_object(fn)
+        for v in callee_args:
             cg.reconstruct(v)
-        pos = ins.positions
-        if frame.kw_names:
-            cg.instrs.append(instr("KW_NAMES", tuple(frame.kw_names), positions=pos))
-        cg.instrs.append(instr("PRECALL", arg=ins.arg, positions=pos))
-        cg.instrs.append(instr("CALL", arg=ins.arg, positions=pos))
+        argc = len(stand_ins) - 1 + len(callee_args)
+        pos = self.root.instrs[self.root.ip - 1].positions
+        cg.instrs.append(instr("PRECALL", arg=argc, positions=pos))
+        cg.instrs.append(instr("CALL", arg=argc, positions=pos))
         result = cg.new_temp()
         cg.emit("STORE_FAST", result)
         return tuple(st.null_mask[:-n]) + (False,), temps + [result]

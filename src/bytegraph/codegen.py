@@ -439,6 +439,16 @@ class Codegen:
                 self.load_target(target)
                 self.reconstruct(op[1])
                 self.emit("STORE_SUBSCR")
+            elif op[0] == "move":
+                self.load_target(target)
+                key, last = op[1], op[2]
+
+                def push_key_and_end(key=key, last=last):
+                    self.reconstruct(key)
+                    self.load_object(last)
+                    return 2
+                self.call_method("move_to_end", push_key_and_end)
+                self.emit("POP_TOP")
             else:
                 self.load_target(target)
                 self.reconstruct(op[1])

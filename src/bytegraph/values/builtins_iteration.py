@@ -99,6 +99,14 @@ def _reversed(tx, args, kwargs):
     if isinstance(v, IteratorValue) or rev is None or (rev is NO_ATTR and (
             special_lookup(t, "__len__") is NO_ATTR or special_lookup(t, "__getitem__") is NO_ATTR)):
         tx.raise_python_exception(TypeError(f"'{t.__name__}' object is not reversible"))
+    if isinstance(v, (DictValue, DictViewValue)):
+        # a dict_reversekeyiterator (odict_iterator) that reads the dict as it
+        # goes (the modelled classes are exactly dict, OrderedDict, defaultdict
+        # and Counter: their __reversed__ is C code)
+        from .iterators import DictIteratorValue
+        if isinstance(v, DictValue):
+            return DictIteratorValue(v, "keys", reverse=True)
+        return DictIteratorValue(v.dict_value, v.kind, reverse=True)
     if _defined_in_python(t, "__reversed__" if rev is not NO_ATTR else "__getitem__"):
         # the class's own __reversed__ (whatever it returns is the result),
         # or its sequence protocol: not the reverse of its __iter__
@@ -112,12 +120,6 @@ def _reversed(tx, args, kwargs):
     if isinstance(v, RangeValue):
         # reversed(range) is a range_iterator over the reversed range, in CPython
         return RangeValue(v.value[::-1]).get_iter(tx)
-    if isinstance(v, (DictValue, DictViewValue)):
-        # a dict_reversekeyiterator (odict_iterator) that reads the dict as it goes
-        from .iterators import DictIteratorValue
-        if isinstance(v, DictValue):
-            return DictIteratorValue(v, "keys", reverse=True)
-        return DictIteratorValue(v.dict_value, v.kind, reverse=True)
     return IteratorValue(list(reversed(_iter_items(tx, v))))
 
 

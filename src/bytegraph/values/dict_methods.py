@@ -74,9 +74,7 @@ def _clear(tx, d, /):
         check_release(k)
         check_release(v)
     tx.side_effects.mutate(d)
-    if d.entries:
-        d.key_log.append(("clear",))
-    d.entries.clear()
+    d.clear_entries()
     return NONE
 
 
@@ -120,8 +118,7 @@ def _pop_impl(tx, d, key, default):
         return default
     check_release(hit[0])
     tx.side_effects.mutate(d)
-    del d.entries[hk]
-    d.key_log.append(("del", hit[0]))
+    d.remove(hk)
     return hit[1]
 
 
@@ -138,8 +135,7 @@ def _popitem_impl(tx, d, last: bool, empty_message: str):
         tx.raise_python_exception(KeyError(empty_message))
     tx.side_effects.mutate(d)
     hk = next(reversed(d.entries)) if last else next(iter(d.entries))
-    k, v = d.entries.pop(hk)
-    d.key_log.append(("del", k))
+    k, v = d.remove(hk)
     return TupleValue([k, v])
 
 
@@ -149,6 +145,11 @@ def _dict_popitem(tx, d, /):
 
 def _od_popitem(tx, d, /, last=_MISSING):
     return _popitem_impl(tx, d, True if last is _MISSING else last.truth(tx), "dictionary is empty")
+
+
+def _od_move_to_end(tx, d, /, key, last=_MISSING):
+    d.move_to_end(tx, key, True if last is _MISSING else last.truth(tx))
+    return NONE
 
 
 def _update(tx, d, /, *args, **kwargs):
@@ -270,13 +271,13 @@ _DICT_METHODS: Dict[str, Callable] = {
     "pop": _dict_pop, "popitem": _dict_popitem, "clear": _clear,
 }
 
-#: what each class overrides (move_to_end is not modelled: it would put the
-#: OrderedDict's order out of step with its dict's, which dict's own methods show)
+#: what each class overrides (``move_to_end`` puts an OrderedDict's order out
+#: of step with its dict's: ``DictValue.table``)
 _CLASS_METHODS: Dict[type, Dict[str, Callable]] = {
     dict: _DICT_METHODS,
     defaultdict: {**_DICT_METHODS, "copy": _copy, "__copy__": _copy},
     OrderedDict: {**_DICT_METHODS, "copy": _copy, "setdefault": _od_setdefault, "pop": _od_pop,
-                  "popitem": _od_popitem},
+                  "popitem": _od_popitem, "move_to_end": _od_move_to_end},
     # (what Counter defines in Python runs in the trace: values.counters)
     collections.Counter: _DICT_METHODS,
 }

@@ -31,9 +31,14 @@ class DictValue(Value):
     iterators over the dict rely on (see ``iterators.DictIteratorValue``);
     a pre-existing dict replays these operations, so its table (and a live
     iterator's walk over it) ends up as eager's, holes included.
+    An OrderedDict's ``move_to_end`` changes its own order (``entries``) but
+    not its dict's table: ``table`` then lists the entries' keys in the
+    table's order (None while the two agree), which a rebuilt OrderedDict
+    must reproduce (``dict.keys(od)`` shows it); ``("move", key, last)`` in
+    ``key_log`` replays the move on a pre-existing one.
     """
 
-    __slots__ = ("entries", "cls", "default_factory", "key_log")
+    __slots__ = ("entries", "cls", "default_factory", "key_log", "table")
 
     def __init__(self, entries: Optional[Dict] = None, source=None, cls=dict, default_factory=None):
         super().__init__(source)
@@ -41,6 +46,7 @@ class DictValue(Value):
         self.cls = cls
         self.default_factory: Optional[Value] = default_factory
         self.key_log: List[tuple] = []
+        self.table: Optional[List] = None
 
     @property
     def key_ops(self) -> int:
@@ -125,6 +131,8 @@ class DictValue(Value):
         if old is None:
             self.key_log.append(("ins", key))
             self.entries[hk] = (key, value)
+            if self.table is not None:
+                self.table.append(hk)
         else:
             self.entries[hk] = (old[0], value)
 
@@ -151,8 +159,44 @@ class DictValue(Value):
         check_release(old[0])
         check_release(old[1])
         tx.side_effects.mutate(self)
-        del self.entries[hk]
-        self.key_log.append(("del", old[0]))
+        self.remove(hk)
+
+    def remove(self, hk) -> tuple:
+        """Delete the entry of key form ``hk`` (a logged key deletion; the
+        caller marked the mutation); returns its ``(key, value)``."""
+        k, v = self.entries.pop(hk)
+        self.key_log.append(("del", k))
+        if self.table is not None:
+            self.table.remove(hk)
+        return k, v
+
+    def move_to_end(self, tx, key: Value, last: bool) -> None:
+        """``OrderedDict.move_to_end(key, last)``: its own order changes, its
+        dict's table does not.  Moving the key already at that end changes
+        nothing (CPython leaves the OrderedDict's state alone: its iterators
+        go on); any other move makes them raise "mutated"."""
+        hk = self.hkey(tx, key)
+        if hk not in self.entries:
+            from .dict_methods import raise_key_error
+            raise_key_error(tx, key)
+        order = list(self.entries)
+        if order[-1 if last else 0] == hk:
+            return
+        tx.side_effects.mutate(self)
+        if self.table is None:
+            self.table = order
+        entry = self.entries.pop(hk)
+        if last:
+            self.entries[hk] = entry
+        else:
+            self.entries = {hk: entry, **self.entries}
+        self.key_log.append(("move", entry[0], last))
+
+    def clear_entries(self) -> None:
+        if self.entries:
+            self.key_log.append(("clear",))
+        self.entries.clear()
+        self.table = None
 
     def get_attr(self, tx, name):
         if name == "default_factory" and self.cls is collections.defaultdict:
@@ -181,6 +225,18 @@ class DictValue(Value):
     def reconstruct(self, cg):
         from .user_keys import refuse_rehashing
         refuse_rehashing(self)
+        if self.table is not None and self.table != list(self.entries):
+            # its dict's table in its own order, then the moves that give the
+            # OrderedDict's order
+            cg.push_callable(ordered_dict_moved)
+            for hk in self.table:
+                k, v = self.entries[hk]
+                cg.reconstruct(k)
+                cg.reconstruct(v)
+            cg.emit("BUILD_MAP", arg=len(self.table))
+            cg.load_object(tuple(self.table.index(hk) for hk in self.entries))
+            cg.call(2)
+            return
         if self.cls is not dict:
             cg.push_callable(self.cls)
             if self.default_factory is not None:
@@ -236,3 +292,20 @@ class DictViewValue(Value):
         cg.emit("PRECALL", arg=0)
         cg.emit("CALL", arg=0)
 
+
+def ordered_dict_moved(table: dict, order: tuple) -> collections.OrderedDict:
+    """An OrderedDict whose dict table holds ``table``'s items in that order
+    and whose own order is ``order`` (indices into the table): what
+    ``move_to_end`` calls leave (generated code calls it).
+
+    Example::
+
+        >>> od = ordered_dict_moved({"a": 1, "b": 2}, (1, 0))
+        >>> list(od), list(dict.keys(od))
+        (['b', 'a'], ['a', 'b'])
+    """
+    od = collections.OrderedDict(table)
+    keys = list(table)
+    for i in order:
+        od.move_to_end(keys[i])
+    return od

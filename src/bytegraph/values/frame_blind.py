@@ -31,6 +31,14 @@ _READ_CALLER = {id(f) for f in (
 )}
 _READ_CALLER_TYPES = (super,)
 
+#: C functions that read the calling frame's *locals* by name, which the
+#: bytecode's liveness cannot see: ``eval("y + 1")`` reads ``y`` though no
+#: instruction after it does (``sys._getframe().f_locals`` too)
+_READ_CALLER_LOCALS = {id(f) for f in (
+    builtins.eval, builtins.exec, builtins.locals, builtins.vars, builtins.dir, builtins.breakpoint,
+    sys._getframe,
+)}
+
 
 def c_function_reads_caller_frame(fn) -> bool:
     """Whether calling ``fn`` may read its caller's frame.
@@ -49,6 +57,21 @@ def c_function_reads_caller_frame(fn) -> bool:
         return True
     owner = getattr(fn, "__self__", None)
     return isinstance(owner, types.ModuleType) and owner.__name__ in ("sys", "_warnings", "inspect")
+
+
+def reads_caller_locals(callee) -> bool:
+    """Whether calling the value ``callee`` (a :class:`Value`) may read the
+    calling frame's locals by name: then every bound local must be in the
+    frame that runs the call, dead or not.
+
+    Example::
+
+        >>> from bytegraph.values.functions import BuiltinValue
+        >>> reads_caller_locals(BuiltinValue(eval, None)), reads_caller_locals(BuiltinValue(print, None))
+        (True, False)
+    """
+    obj = callee.real_object()
+    return obj is not None and id(obj[0]) in _READ_CALLER_LOCALS
 
 
 def _c_construction(cls: type) -> bool:

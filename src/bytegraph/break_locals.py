@@ -1,0 +1,106 @@
+"""Which locals a frame's continuation takes after a graph break.
+
+Those live at the resume point (bytecode liveness), those a later read by
+name may see (``eval``, ``locals()``: every bound local), and dead ones that
+still hold an object whose lifetime a program can observe (see
+:func:`_keeps_alive`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import List, Optional, Tuple
+
+from .bytecode import decode, live_locals
+from .resume import base_position, origin_of
+from .values.base import NullValue, Value
+from .values.cells import CellValue
+
+
+def _bound_plain_locals(frame, names) -> List[Tuple[str, Value]]:
+    """``(name, value)`` for each name bound in ``frame`` (untouched root locals stay unrealized)."""
+    from .values.base import UnrealizedLocal
+    out = []
+    for name in names:
+        v = frame.locals.get(name)
+        if v is not None:
+            # (``names`` are plain locals: a CellValue here is a cell object the
+            # user's code holds, e.g. ``c = f.__closure__[0]``, not a frame cell)
+            out.append((name, v))
+        elif v is None and name in frame.unrealized:
+            out.append((name, UnrealizedLocal(frame, name)))
+    return out
+
+
+def _live_at(frame, index: int):
+    base, _ = base_position(frame.code, index)
+    origin = origin_of(base)
+    if origin is not None and origin.kind == "loop_body":
+        # an outlined loop body ends with locals(): every bound local is live
+        return frozenset(frame.code.co_varnames)
+    live = _LIVE.get(frame.code)
+    if live is None:
+        # (per code object: every break and restart in it asks again)
+        if _reads_own_locals_by_name(base):
+            # ``eval("y")`` reads ``y`` where no instruction does: every local
+            # may be read at any point, as the frame still holds it in eager
+            everything = frozenset(frame.code.co_varnames)
+            live = _LIVE[frame.code] = [everything] * len(decode(frame.code))
+        else:
+            live = _LIVE[frame.code] = live_locals(decode(frame.code))
+    return live[index]
+
+
+#: builtins and attributes that read a frame's locals by name
+_LOCALS_BY_NAME = frozenset({"eval", "exec", "locals", "vars", "dir", "breakpoint", "_getframe",
+                             "currentframe", "f_locals"})
+
+
+def _reads_own_locals_by_name(code) -> bool:
+    """``code`` names a function that reads locals by name (``eval``,
+    ``locals``, ``sys._getframe().f_locals``): liveness cannot tell which."""
+    return not _LOCALS_BY_NAME.isdisjoint(code.co_names)
+
+
+#: code object -> live locals at each instruction index
+_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _keeps_alive(v) -> bool:
+    """A dead local still holds its object until the frame rebinds it or
+    returns (a weakref or ``__del__`` sees when it goes): the continuation
+    takes it too.  Graph tensors are the exception: outputting every dead
+    intermediate would cost memory, and only weakrefs to them could tell."""
+    from .values.tensors import TensorValue
+    if v is None or isinstance(v, (TensorValue, CellValue)):
+        return False
+    # A class counts as a constant, but while it lives it is in its bases'
+    # ``__subclasses__()``, which a later ``__bases__`` assignment walks.
+    # (its type is enough to tell: an unused str loop variable guards nothing more)
+    return not v.is_constant() or issubclass(v.python_type(), type)
+
+
+def _callee_at(frame) -> Optional[Value]:
+    """The callable of ``frame``'s current instruction, a call the break
+    stopped before (None for other instructions)."""
+    ins = frame.instrs[frame.ip]
+    if ins.opname == "CALL":
+        n = ins.arg + 2
+    elif ins.opname == "CALL_FUNCTION_EX":
+        n = 2 + (ins.arg & 1) + 1
+    else:
+        return None
+    if len(frame.stack) < n:
+        return None
+    first, second = frame.stack[-n], frame.stack[-n + 1]
+    return second if isinstance(first, NullValue) else first
+
+
+def _reads_locals_natively(frame) -> bool:
+    """The break's native instruction in ``frame`` is a call that reads the
+    frame's locals by name (``eval``, ``locals()``, see
+    :func:`~bytegraph.values.frame_blind.reads_caller_locals`): every bound
+    local must be in the frame that runs it, not only the live ones."""
+    from .values.frame_blind import reads_caller_locals
+    callee = _callee_at(frame)
+    return callee is not None and reads_caller_locals(callee)
