@@ -4,14 +4,15 @@
 #   make test        create/refresh .venv (dev + model test deps), then run the test suite
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
+#   make bench-zoo   every model of the zoo beside torch.compile (bench/zoo.py), writes bench/zoo.md
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make native      (re)build the native guard checks (done by every target above)
 #   make clean       remove the venv and build/test debris
 #
 # Variables: VENV (default .venv), PYTEST_ARGS (extra pytest arguments),
-# PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, CPYTHON_ARGS (modules, --jobs, -v), PYTHON (interpreter used to
-# create the venv).
+# PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, ZOO_ARGS, CPYTHON_ARGS (modules, --jobs, -v), PYTHON (interpreter
+# used to create the venv).
 
 VENV ?= .venv
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -19,6 +20,7 @@ PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
 CPYTHON_ARGS ?=
+ZOO_ARGS ?=
 
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
@@ -27,7 +29,7 @@ STAMP := $(VENV)/.bytegraph-dev.stamp
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv native demo test test-models test-cpython bench bench-quick clean
+.PHONY: help venv native demo test test-models test-cpython bench bench-quick bench-zoo clean
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -86,6 +88,12 @@ bench: $(MODELS_STAMP) native
 # Subset (no transformers models, no inductor, one repetition); under 2 minutes.
 bench-quick: $(STAMP) native
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
+
+# The model zoo beside torch.compile: graphs, breaks, recompiles and first-call
+# time of every architecture, each in fresh processes (~20 minutes on 2 cores
+# per repetition; ZOO_ARGS, e.g. --repeat 3 or --models gpt2,t5).
+bench-zoo: $(MODELS_STAMP) native
+	$(PY) bench/zoo.py $(ZOO_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info src/bytegraph/native/_build
