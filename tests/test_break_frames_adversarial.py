@@ -14,6 +14,7 @@ import contextlib
 import gc
 import inspect
 import io
+import pickle
 import sys
 import warnings
 import weakref
@@ -608,3 +609,53 @@ def test_fullgraph_names_the_break_in_the_helper():
 
     with pytest.raises(bytegraph.GraphBreakError, match="print"):
         bytegraph.compile(f, backend="eager", fullgraph=True)(torch.ones(2))
+
+
+# -- found by CPython's test_builtin / test_descr after the merge ------------
+
+def _pickle_round_trip(x):
+    data = pickle.dumps(abs)        # the break: pickle imports abs's module by name
+    return x + len(data)
+
+
+def test_a_c_call_run_by_the_glue_finds_the_inlined_frames_builtins(compose):
+    # The glue calls through stand-in frames (call_frames.py); they had an
+    # empty builtins namespace, so pickle's import of 'builtins' failed
+    def f(x):
+        return _pickle_round_trip(x * 2) + 1
+
+    check(f, ones, graphs=2 if compose else 3, breaks=1 if compose else 2)
+
+
+class _Watched:
+    """Records every attribute read that reaches its own __getattribute__."""
+
+    reads: list = []
+
+    def __getattribute__(self, name):
+        _Watched.reads.append(name)
+        return object.__getattribute__(self, name)
+
+    def __len__(self):      # special lookup: never through __getattribute__
+        return 3
+
+
+def test_compiling_never_asks_an_argument_for_its_class():
+    # _guard_distinct_inputs asked isinstance(obj, nn.Module), which reads
+    # obj.__class__ through the class's own __getattribute__ (program code)
+    loss = torch.nn.MSELoss()
+
+    def f(x, w, m):
+        return m(x * len(w), x)
+
+    for _ in range(2):
+        _Watched.reads.clear()
+        w = _Watched()
+        eager = f(torch.ones(3), w, loss)
+        eager_reads = list(_Watched.reads)
+        _Watched.reads.clear()
+        backend = CountingBackend()
+        got = bytegraph.compile(f, backend=backend)(torch.ones(3), w, loss)
+        assert torch.equal(got, eager)
+        assert _Watched.reads == eager_reads == []
+        assert backend.count == 1

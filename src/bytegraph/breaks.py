@@ -189,9 +189,11 @@ class BreakEmitter:
         # argument there.
         callee_args = operands[1:] if isinstance(operands[0], NullValue) else operands
         inlined = self.frames[1:]
-        stand_ins = [stand_in(f.code, f.instrs[f.ip - 1].positions, len(inlined) - k + len(callee_args) - 1)
+        stand_ins = [stand_in(f.code, f.instrs[f.ip - 1].positions, len(inlined) - k + len(callee_args) - 1,
+                              f_globals=f.f_globals)
                      for k, f in enumerate(inlined[:-1], 1)]
-        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, tuple(frame.kw_names or ())))
+        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, tuple(frame.kw_names or ()),
+                                  f_globals=frame.f_globals))
         cg.emit("PUSH_NULL")
         for fn in stand_ins:
             cg.load_object(fn)

@@ -19,8 +19,9 @@ call alone, as on the eager frame's stack.
 
 from __future__ import annotations
 
+import builtins
 import types
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from .bytecode import assemble, instr
 
@@ -29,10 +30,13 @@ _CO_OPTIMIZED, _CO_NEWLOCALS = 0x1, 0x2
 _CACHE: Dict[tuple, types.FunctionType] = {}
 
 
-def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, ...] = ()):
+def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, ...] = (),
+             f_globals: Optional[dict] = None):
     """A function of ``base``'s file and name that calls its first argument
     with the ``n_args`` others (the last ``len(kw_names)`` by keyword), the
-    call at ``positions``.
+    call at ``positions``, in the namespace ``f_globals`` (the inlined
+    frame's: a C callee that asks for its caller's globals or builtins --
+    ``pickle`` importing a class's module, ``__import__`` -- finds them).
 
     Example::
 
@@ -44,7 +48,10 @@ def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, 
         >>> fn.__code__.co_name, fn.__code__.co_filename == user.__code__.co_filename
         ('user', True)
     """
-    key = (base, positions, n_args, tuple(kw_names))
+    if f_globals is None:
+        f_globals = {"__builtins__": builtins}
+    # (the function holds ``f_globals``: its id is not reused while cached)
+    key = (base, positions, n_args, tuple(kw_names), id(f_globals))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -62,6 +69,5 @@ def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, 
                     co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                     co_flags=_CO_OPTIMIZED | _CO_NEWLOCALS, co_consts=(None,), co_names=(),
                     co_name=base.co_name, co_qualname=base.co_qualname)
-    # (it reads no globals: an empty namespace will do)
-    fn = _CACHE[key] = types.FunctionType(code, {"__builtins__": {}})
+    fn = _CACHE[key] = types.FunctionType(code, f_globals)
     return fn

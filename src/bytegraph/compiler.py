@@ -534,8 +534,10 @@ def _guard_distinct_inputs(trace: Trace) -> None:
     sources = [inp.source for inp in trace.graph.inputs
                if isinstance(inp.example, torch.Tensor) and inp.source not in id_guarded]
     existing = [v for v in trace.side_effects.existing_values() if v.source is not None]
+    # (by the object's type alone: ``isinstance`` would ask the object for
+    # ``__class__``, running a class's own ``__getattribute__``)
     loose_modules = {type(v.obj) for v in existing
-                     if v.source not in id_guarded and isinstance(getattr(v, "obj", None), torch.nn.Module)}
+                     if v.source not in id_guarded and issubclass(type(getattr(v, "obj", None)), torch.nn.Module)}
     sources += [v.source for v in existing
                 if v.source not in id_guarded or (loose_modules and type(getattr(v, "obj", None)) in loose_modules)]
     sources = list(dict.fromkeys(sources))

@@ -379,10 +379,11 @@ def _owning_module(obj, source) -> Optional[str]:
     (``DynamicPolicy.fresh_modules``): it is made anew on each call."""
     if source is None:
         return None
-    if isinstance(obj, torch.nn.Module):
+    # (by type alone: ``isinstance`` could run a class's own __getattribute__)
+    if issubclass(type(obj), torch.nn.Module):
         return source.name()
     base = getattr(source, "base", None)
-    if isinstance(obj, torch.Tensor) and getattr(base, "attr", None) in ("_parameters", "_buffers"):
+    if issubclass(type(obj), torch.Tensor) and getattr(base, "attr", None) in ("_parameters", "_buffers"):
         return base.base.name()
     return None
 

@@ -238,7 +238,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         elif type(value) is UserFunctionValue and not obj.__dict__ and _made_at_run_time(obj) \
                 and tx.trace.per_call(source):
             _guard_function_by_parts(guards, obj, source)
-        elif _is_stateless_module(obj) or (isinstance(obj, torch.nn.Module) and _has_plain_state_dicts(obj)
+        elif _is_stateless_module(obj) or (issubclass(t, torch.nn.Module) and _has_plain_state_dicts(obj)
                                            and tx.trace.policy.module_is_fresh(source)):
             # a loss or activation module (often made in forward and carried
             # across a break), or any module found made anew per call (see
@@ -342,7 +342,7 @@ def _identity_key(k) -> bool:
 def _is_stateless_module(obj) -> bool:
     """An ``nn.Module`` without parameters, buffers or submodules (slots left
     ``None``, such as ``CrossEntropyLoss().weight``, are no state)."""
-    if not isinstance(obj, torch.nn.Module):
+    if not issubclass(type(obj), torch.nn.Module):
         return False
     dicts = [obj.__dict__.get(d) for d in _MODULE_STATE_DICTS]
     return all(type(d) is dict and all(v is None for v in d.values()) for d in dicts)
