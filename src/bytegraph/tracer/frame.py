@@ -389,12 +389,35 @@ def _raise_pending(frame, ins):
         del exc  # no cycle through this frame: the trace's objects are freed as soon as it is dropped
 
 
+#: the running interpreter's opcodes (after the decoder's renaming, see
+#: ``bytecode.versions``) that no handler serves, and why: each one is a
+#: break (``unsupported_opcode``); tests/test_tracer_opcodes.py checks that
+#: every opcode is either handled or listed here
+BREAKING_OPCODES = {
+    "CACHE": "an inline cache slot, never decoded as an instruction",
+    "ASYNC_GEN_WRAP": "async generators are not traced",
+    "BEFORE_ASYNC_WITH": "async with is not traced (coroutines run eagerly)",
+    "END_ASYNC_FOR": "async for is not traced (coroutines run eagerly)",
+    "GET_AITER": "async for is not traced (coroutines run eagerly)",
+    "GET_ANEXT": "async for is not traced (coroutines run eagerly)",
+    "GET_AWAITABLE": "await is not traced (coroutines run eagerly)",
+    "CHECK_EG_MATCH": "except* (exception groups) is not traced",
+    "PREP_RERAISE_STAR": "except* (exception groups) is not traced",
+    "IMPORT_STAR": "from m import * writes names the trace cannot know into the frame",
+    "MATCH_CLASS": "class patterns in match statements are not traced (they call __match_args__ lookups "
+                   "and isinstance natively)",
+    "PRINT_EXPR": "only the interactive interpreter emits it",
+}
+
+
 def _unsupported_opcode(frame, ins):
     # run as a handler, so the break gets the instruction's location like any other
-    raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode")
+    raise Unsupported(f"opcode {ins.opname}", kind="unsupported_opcode",
+                      hint=BREAKING_OPCODES.get(ins.opname, ""))
 
 
-DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper()}
+#: opname -> handler: every method of Frame named like an opcode
+DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper() and not name.startswith("_")}
 
 #: what an ``except SomeError:`` clause runs before it re-raises an exception
 #: it does not match: enough to close a generator paused inside one
