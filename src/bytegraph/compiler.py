@@ -24,6 +24,7 @@ from .values.user_keys import holds_user_keyed_dict
 from .codegen import Codegen, live_values
 from .diagnostics import ENABLED, STATS, emit, log
 from .gc_defer import full_collections_deferred
+from .values.base import reachable
 from .errors import Unsupported, UserException
 from .guard_compiler import CompiledGuard, compile_guards
 from .guards import IDENTITY_KINDS, Guard, storages_disjoint
@@ -467,14 +468,7 @@ _MAX_GENERATOR_REPLANS = 4
 
 def _reachable(values) -> set:
     """Ids of the values ``values`` refer to, directly or not."""
-    seen, todo = set(), list(values)
-    while todo:
-        v = todo.pop()
-        if v is None or id(v) in seen:
-            continue
-        seen.add(id(v))
-        todo.extend(v.children())
-    return seen
+    return {id(v) for v in reachable(values)}
 
 
 def _break_before_live_generator(trace: Trace, plan: BreakPlan, runner_for) -> Optional[Unsupported]:

@@ -9,7 +9,7 @@ to rebuild the object in the transformed bytecode (``reconstruct``).
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional
+from typing import Iterable, Iterator, List, Optional
 
 from ..errors import Unsupported
 from ..sources import Source
@@ -179,6 +179,27 @@ class NullValue(Value):
 
 NULL = NullValue()
 
+
+
+def reachable(values: Iterable[Optional[Value]]) -> Iterator[Value]:
+    """Each value ``values`` refer to, directly or through ``children()``, once.
+
+    Example::
+
+        >>> from bytegraph.values.containers import TupleValue
+        >>> from bytegraph.values.constants import const
+        >>> one = const(1)
+        >>> len(list(reachable([TupleValue([one, one])])))
+        2
+    """
+    seen, todo = set(), list(values)
+    while todo:
+        v = todo.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        yield v
+        todo.extend(v.children())
 
 
 def all_constant(values: Iterable[Value]) -> bool:

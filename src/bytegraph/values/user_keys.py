@@ -56,19 +56,14 @@ def refuse_rehashing(d) -> None:
 
 def holds_user_keyed_dict(roots) -> bool:
     """Whether the values ``roots`` reach include a dict :func:`refuse_rehashing` refuses."""
+    from .base import reachable
     from .containers import DictValue
-    seen, todo = set(), list(roots)
-    while todo:
-        v = todo.pop()
-        if v is None or id(v) in seen:
-            continue
-        seen.add(id(v))
+    for v in reachable(roots):
         if isinstance(v, DictValue):
             try:
                 refuse_rehashing(v)
             except Unsupported:
                 return True
-        todo.extend(v.children())
     return False
 
 
