@@ -25,13 +25,15 @@ def _effect(op: int, arg, jump: bool) -> int:
 def _effect_arg(ins):
     """The part of the raw oparg that can influence the stack effect."""
     kind = SPEC.arg_kind[ins.opname]
+    forced = SPEC.forced_arg.get(ins.opname)
     if kind == ARG_NONE:
-        return None
+        return forced
     if kind == ARG_INT:
         return ins.argval if ins.argval is not None else (ins.arg or 0)
     if kind == ARG_NAME:
         bits = SPEC.name_flag_bits.get(ins.opname, 0)
-        return (ins.arg or 0) & ((1 << bits) - 1)
+        flags = (ins.arg or 0) & ((1 << bits) - 1)
+        return flags if forced is None else (flags & ~1) | forced
     if kind == ARG_FORMAT:
         if ins.argval is None:
             return ins.arg or 0

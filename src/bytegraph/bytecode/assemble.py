@@ -13,8 +13,9 @@ import math
 
 from .analysis import _effect, _index_map, _lookup, max_stack_depth
 from .tables import encode_exception_table, encode_linetable
+from .instr import Instr
 from .versions import (ARG_COMPARE, ARG_CONST, ARG_FORMAT, ARG_INT, ARG_JUMP, ARG_LOCAL,
-                       ARG_NAME, ARG_NONE, SPEC, localsplus_names)
+                       ARG_LOCAL_PAIR, ARG_NAME, ARG_NONE, SPEC, localsplus_names)
 
 # Keyword arguments forwarded to code.replace (co_nlocals is always derived).
 _REPLACEABLE = frozenset({
@@ -125,8 +126,9 @@ def _local_resolver(localsplus, template):
 def _resolve_arg(ins, kind, pools, local_idx) -> int:
     """Raw oparg of a non-jump instruction, computed from its argval."""
     name = ins.opname
+    forced = SPEC.forced_arg.get(name)
     if kind == ARG_NONE:
-        return 0
+        return forced or 0
     argval = ins.argval
     if kind == ARG_INT:
         if argval is None:
@@ -142,20 +144,81 @@ def _resolve_arg(ins, kind, pools, local_idx) -> int:
     if kind == ARG_NAME:
         bits = SPEC.name_flag_bits.get(name, 0)
         flags = (ins.arg or 0) & ((1 << bits) - 1)
+        if forced is not None:
+            flags = (flags & ~1) | forced   # the method bit says which op this is
         return (pools.name(argval) << bits) | flags
     if kind == ARG_LOCAL:
         return local_idx(ins)
+    if kind == ARG_LOCAL_PAIR:
+        return ins.arg   # computed when the pair was fused (see _fuse)
     if kind == ARG_COMPARE:
         if argval is None:
             return ins.arg
         shift = SPEC.compare_shift
-        return (SPEC.cmp_op.index(argval) << shift) | ((ins.arg or 0) & ((1 << shift) - 1))
+        low = (ins.arg or 0) & ((1 << shift) - 1) if ins.arg is not None else SPEC.compare_masks.get(argval, 0)
+        return (SPEC.cmp_op.index(argval) << shift) | low
     if kind == ARG_FORMAT:
         if argval is None:
             return ins.arg
         conv, has_spec = argval
         return SPEC.format_converters.index(conv) | (4 if has_spec else 0)
     raise AssertionError(kind)
+
+
+def _fuse(instrs, local_idx):
+    """Fuse back the instruction pairs the decoder split (``VersionSpec.splits``)
+    where they are still intact: adjacent, the second not a jump target or
+    handler, same location and handler, and (for packed locals) both indexes
+    below 16.  Returns the new list and ``{id(first half): fused Instr}``."""
+    splits = SPEC.splits
+    if not splits or not any(ins.fused for ins in instrs):
+        return instrs, {}
+    targets = set()
+    for ins in instrs:
+        if ins.target is not None:
+            targets.add(id(ins.target))
+        if ins.exn is not None:
+            targets.add(id(ins.exn.target))
+    out, fused = [], {}
+    n = len(instrs)
+    k = 0
+    while k < n:
+        ins = instrs[k]
+        name = ins.fused
+        if name and k + 1 < n:
+            one = _fuse_pair(name, ins, instrs[k + 1], targets, local_idx)
+            if one is not None:
+                fused[id(ins)] = one
+                out.append(one)
+                k += 2
+                continue
+        out.append(ins)
+        k += 1
+    return out, fused
+
+
+_PLAIN_LOAD_FAST = SPEC.opmap["LOAD_FAST"]
+
+
+def _fuse_pair(name, a, b, targets, local_idx):
+    if (a.opname, b.opname) != SPEC.splits[name] or id(b) in targets or b.fused:
+        return None
+    if a.positions != b.positions or a.exn != b.exn:
+        return None
+    op = SPEC.opmap[name]
+    if name == "RETURN_CONST":
+        return Instr(name, op, None, a.argval, None, None, a.positions, a.exn)
+    if name in ("BINARY_SLICE", "STORE_SLICE"):
+        if (a.argval if a.argval is not None else a.arg) != 2:
+            return None
+        return Instr(name, op, None, None, None, None, a.positions, a.exn)
+    # packed locals: only plain (unchecked) loads, as CPython's compiler does
+    if any(x.opname == "LOAD_FAST" and x.opcode != _PLAIN_LOAD_FAST for x in (a, b)):
+        return None
+    i, j = local_idx(a), local_idx(b)
+    if i >= 16 or j >= 16:
+        return None
+    return Instr(name, op, i << 4 | j, (a.argval, b.argval), None, None, a.positions, a.exn)
 
 
 def assemble(instrs, template, **replace):
@@ -218,8 +281,15 @@ def assemble(instrs, template, **replace):
             known.add(ins.argval)
     local_idx = _local_resolver(localsplus_names(varnames, cellvars, freevars), template)
 
+    instrs, fused = _fuse(instrs, local_idx)
+    if fused:
+        n = len(instrs)
+        kinds = [arg_kind[ins.opname] for ins in instrs]
+
     # Opcodes and args; jumps get their opcode from direction, arg from layout.
     index = _index_map(instrs)
+    for half, ins in fused.items():
+        index[half] = index[id(ins)]   # jumps and handlers name the first half
     ops = [0] * n
     args = [0] * n
     ext = [0] * n
@@ -227,6 +297,7 @@ def assemble(instrs, template, **replace):
     jumps = []
     cache_counts = spec.cache_counts
     default_opcode = spec.default_opcode
+    variant_opcodes = spec.variant_opcodes
     for k, (ins, kind) in enumerate(zip(instrs, kinds)):
         if kind == ARG_JUMP:
             if ins.target is None:
@@ -237,7 +308,10 @@ def assemble(instrs, template, **replace):
             ops[k] = op
             jumps.append((k, t))
         else:
-            ops[k] = op = default_opcode[ins.opname]
+            op = ins.opcode
+            if op not in variant_opcodes.get(ins.opname, ()):
+                op = default_opcode[ins.opname]
+            ops[k] = op
             a = args[k] = _resolve_arg(ins, kind, pools, local_idx)
             ext[k] = _ext_count(a)
         units[k] = ext[k] + 1 + cache_counts[ops[k]]

@@ -18,7 +18,9 @@ import weakref
 from .instr import ExnEntry, Instr
 from .tables import parse_exception_table
 from .versions import (ARG_COMPARE, ARG_CONST, ARG_FORMAT, ARG_INT, ARG_JUMP, ARG_LOCAL,
-                       ARG_NAME, ARG_NONE, SPEC, localsplus_names)
+                       ARG_LOCAL_PAIR, ARG_NAME, ARG_NONE, SPEC, localsplus_names)
+
+_LOAD_FAST = SPEC.opmap["LOAD_FAST"]
 
 _cache: dict = {}
 
@@ -66,6 +68,10 @@ def _decode(code) -> tuple:
     cmp_shift = spec.compare_shift
     converters = spec.format_converters
     unit = spec.code_unit
+    aliases = spec.aliases
+    alias_masks = spec.alias_masks
+    splits = spec.splits
+    default_opcode = spec.default_opcode
 
     positions = list(code.co_positions())
     interned = {}
@@ -96,10 +102,17 @@ def _decode(code) -> tuple:
         if name is None:
             raise ValueError(f"unexpected opcode {spec.opname[op]} at offset {2 * i}")
         end = i + 1 + cache_counts[op]
+        p = positions[i]
+        pos = interned.get(p)
+        if pos is None:
+            pos = interned[p] = make_pos(Positions, p)
         if op < have_arg:
             arg = argval = None
         else:
             arg = ext | oparg
+            mask = alias_masks.get(op)
+            if mask is not None:
+                name = aliases.get((op, arg & mask), name)
             kind = arg_kind[name]
             if kind == ARG_INT:
                 argval = arg
@@ -117,20 +130,26 @@ def _decode(code) -> tuple:
                 argval = cmp_op[arg >> cmp_shift]
             elif kind == ARG_FORMAT:
                 argval = (converters[arg & 3], bool(arg & 4))
-            else:  # pragma: no cover - every kind is handled above
-                assert kind != ARG_NONE
-                argval = arg
-        p = positions[i]
-        pos = interned.get(p)
-        if pos is None:
-            pos = interned[p] = make_pos(Positions, p)
-        ins = Instr(name, op, arg, argval, None, start * unit, pos, None)
+            elif kind == ARG_LOCAL_PAIR:
+                argval = (localsplus[arg >> 4], localsplus[arg & 15])
+            else:
+                assert kind == ARG_NONE   # an alias whose argument picked the operation
+                arg = argval = None
+        parts = splits.get(name)
+        if parts is None:
+            ins = Instr(name, op, arg, argval, None, start * unit, pos, None)
+            first = (ins,)
+        else:
+            first = _split(name, parts, op, arg, argval, start * unit, pos, default_opcode)
+            ins = first[0]
         by_unit[start] = ins
-        instrs.append(ins)
+        for part in first:
+            instrs.append(part)
         # Exception-table rows are sorted and disjoint: advance a cursor.
         while row < n_rows and exn_rows[row][1] <= start:
             row += 1
-        row_of.append(row if row < n_rows and exn_rows[row][0] <= start else -1)
+        r = row if row < n_rows and exn_rows[row][0] <= start else -1
+        row_of.extend((r,) * len(first))
         start = -1
         ext = 0
         i = end
@@ -157,3 +176,22 @@ def _decode(code) -> tuple:
         if r >= 0:
             ins.exn = row_entry[r]
     return tuple(instrs)
+
+
+def _split(name, parts, op, arg, argval, offset, pos, default_opcode):
+    """The two normalized instructions one fused real instruction stands for
+    (see ``VersionSpec.splits``); the first remembers the fused name."""
+    a, b = parts
+    if name == "RETURN_CONST":
+        args = ((arg, argval), (None, None))
+    elif name in ("BINARY_SLICE", "STORE_SLICE"):
+        args = ((2, 2), (None, None))
+    else:   # two locals packed in one oparg (3.13)
+        args = ((arg >> 4, argval[0]), (arg & 15, argval[1]))
+    first = Instr(a, default_opcode[a], args[0][0], args[0][1], None, offset, pos, None, name)
+    # a split LOAD_FAST was never a checked one: the compiler only fuses plain LOAD_FASTs
+    second = Instr(b, default_opcode[b], args[1][0], args[1][1], None, offset, pos, None)
+    for ins in (first, second):
+        if ins.opname == "LOAD_FAST":
+            ins.opcode = _LOAD_FAST
+    return first, second

@@ -65,10 +65,10 @@ class ExnEntry:
 class Instr:
     """One logical instruction (see module docstring for field meanings)."""
 
-    __slots__ = ("opname", "opcode", "arg", "argval", "target", "offset", "positions", "exn")
+    __slots__ = ("opname", "opcode", "arg", "argval", "target", "offset", "positions", "exn", "fused")
 
     def __init__(self, opname, opcode, arg, argval, target=None, offset=None,
-                 positions=None, exn=None):
+                 positions=None, exn=None, fused=None):
         self.opname = opname
         self.opcode = opcode
         self.arg = arg
@@ -77,6 +77,10 @@ class Instr:
         self.offset = offset
         self.positions = positions
         self.exn = exn
+        #: on the first of two instructions the decoder split one real
+        #: instruction into (``RETURN_CONST``, ``LOAD_FAST_LOAD_FAST``, ...):
+        #: that real name, so the assembler can fuse them back
+        self.fused = fused
 
     @property
     def is_jump(self) -> bool:
@@ -85,7 +89,7 @@ class Instr:
     def copy(self) -> "Instr":
         """Shallow copy (target/exn still point at the original objects)."""
         return Instr(self.opname, self.opcode, self.arg, self.argval, self.target,
-                     self.offset, self.positions, self.exn)
+                     self.offset, self.positions, self.exn, self.fused)
 
     def __repr__(self):
         parts = [self.opname]
