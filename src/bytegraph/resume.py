@@ -29,7 +29,7 @@ import inspect
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .bytecode import assemble, copy_instrs, decode, find_loops, instr, stack_depths
+from .bytecode import assemble, copy_instrs, decode, emit, find_loops, instr, stack_depths
 
 class _Unbound:
     """Marks a local with no value in a state dict."""
@@ -227,12 +227,11 @@ class _Builder:
                 continue
             pos = ins.positions
             block = [instr("POP_TOP", positions=pos, exn=ins.exn),
-                     instr("PUSH_NULL", positions=pos, exn=ins.exn),
-                     instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn),
+                     *emit.with_null([instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn)],
+                                     positions=pos, exn=ins.exn),
                      instr("LOAD_CONST", f"cannot access local variable '{ins.argval}' where it is not "
                                          "associated with a value", positions=pos, exn=ins.exn),
-                     instr("PRECALL", arg=1, positions=pos, exn=ins.exn),
-                     instr("CALL", arg=1, positions=pos, exn=ins.exn),
+                     *emit.call(1, positions=pos, exn=ins.exn),
                      instr("RAISE_VARARGS", arg=1, positions=pos, exn=ins.exn)]
             self.epilogue.extend(block)
             ins.exn = ExnEntry(block[0], depths[k], False)
@@ -259,8 +258,7 @@ class _Builder:
             self.emit("LOAD_METHOD", "get")
             self.emit("LOAD_CONST", name)
             self.emit("LOAD_CONST", UNBOUND)
-            self.emit("PRECALL", arg=2)
-            self.emit("CALL", arg=2)
+            self.prologue.extend(emit.call(2, positions=self.positions))
             self.emit("STORE_FAST", name)
             self.emit("LOAD_FAST", name)
             self.emit("LOAD_CONST", UNBOUND)
@@ -479,10 +477,9 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
                 b.emit("POP_TOP", into=b.epilogue)
             b.emit("LOAD_CONST", status, into=b.epilogue)
             b.emit("LOAD_CONST", payload_index, into=b.epilogue)
-        b.emit("PUSH_NULL", into=b.epilogue)
-        b.emit("LOAD_CONST", builtins.locals, into=b.epilogue)
-        b.emit("PRECALL", arg=0, into=b.epilogue)
-        b.emit("CALL", arg=0, into=b.epilogue)
+        b.epilogue.extend(emit.with_null([instr("LOAD_CONST", builtins.locals, positions=b.positions)],
+                                         positions=b.positions))
+        b.epilogue.extend(emit.call(0, positions=b.positions))
         b.emit("BUILD_TUPLE", arg=3, into=b.epilogue)
         b.emit("RETURN_VALUE", into=b.epilogue)
         blocks[key2] = start

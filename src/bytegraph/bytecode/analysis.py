@@ -49,6 +49,10 @@ def stack_effect(ins, jump: bool) -> int:
     override = SPEC.effect_overrides.get(ins.opname)
     if override is not None:
         return override
+    if jump:
+        override = SPEC.jump_effect_overrides.get(ins.opname)
+        if override is not None:
+            return override
     return _effect(SPEC.effect_opcode(ins.opname), _effect_arg(ins), bool(jump))
 
 

@@ -12,6 +12,7 @@ from ..values.containers import DictValue, ListValue, SetValue, SliceValue, Tupl
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)
 from ..values.tensors import TensorValue
+from .registry import serves
 
 
 class DataOps:
@@ -213,14 +214,31 @@ class DataOps:
             self.stack.append(const(None))
 
     # -- strings ---------------------------------------------------------------------
+    @serves(until=(3, 12))
     def FORMAT_VALUE(self, ins):
-        spec = self.stack.pop().as_constant() if ins.arg & 0x04 else ""
+        spec = self.stack.pop() if ins.arg & 0x04 else None
         value = self.stack.pop()
+        self.stack.append(self._format(value, ins.arg & 0x03, spec))
+
+    @serves(since=(3, 13))
+    def CONVERT_VALUE(self, ins):
+        self.stack.append(self._format(self.stack.pop(), ins.arg, None, convert_only=True))
+
+    @serves(since=(3, 13))
+    def FORMAT_SIMPLE(self, ins):
+        self.stack.append(self._format(self.stack.pop(), 0, None))
+
+    @serves(since=(3, 13))
+    def FORMAT_WITH_SPEC(self, ins):
+        spec = self.stack.pop()
+        self.stack.append(self._format(self.stack.pop(), 0, spec))
+
+    def _format(self, value, conv: int, spec, convert_only: bool = False):
+        """An f-string part: ``value`` converted (1 str, 2 repr, 3 ascii), then formatted with ``spec``."""
         if isinstance(value, TensorValue) or not value.is_constant():
             raise Unsupported(f"formatting a {value.type_name()} in an f-string", kind="unsupported_format",
                               hint="only constants can be formatted inside compiled functions")
         v = value.as_constant()
-        conv = ins.arg & 0x03
         try:
             if conv == 1:
                 v = str(v)
@@ -228,10 +246,12 @@ class DataOps:
                 v = repr(v)
             elif conv == 3:
                 v = ascii(v)
-            text = format(v, spec)
+            if convert_only:
+                return const(v)
+            text = format(v, "" if spec is None else spec.as_constant())
         except Exception as e:  # noqa: BLE001 - a bad spec ("{1:,,}"), a too long int: the program's error
             self.raise_python_exception(e)
-        self.stack.append(const(text))
+        return const(text)
 
     def BUILD_STRING(self, ins):
         parts = self.popn(ins.arg)

@@ -216,7 +216,8 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotations")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotations",
+                 "made_parts")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -233,6 +234,9 @@ class NestedFunctionValue(Value):
         #: flattened, or None.  CPython turns it into the ``__annotations__``
         #: dict on first access; so does get_attr (the dict then lives in attrs).
         self.annotations: Optional[Value] = None
+        #: the parts MAKE_FUNCTION was given (flag bit -> value), which 3.13's
+        #: SET_FUNCTION_ATTRIBUTE adds to one by one; None when not made by it
+        self.made_parts: Optional[dict] = None
 
     def python_type(self):
         return types.FunctionType
@@ -323,7 +327,7 @@ class NestedFunctionValue(Value):
                 cg.emit("BUILD_TUPLE", arg=len(self.closure))
                 flags |= 0x08
             cg.load_object(self.code)
-            cg.emit("MAKE_FUNCTION", arg=flags)
+            cg.make_function(flags)
             return
         # Another module's globals: MAKE_FUNCTION would bind the root's globals.
         cg.push_callable(_make_function)
