@@ -165,7 +165,10 @@ def _deferred(frame) -> bool:
 def _in_protected_block(frame) -> bool:
     """Whether ``frame``'s current instruction (a call in progress) is inside
     a try, with or except block (it has an exception-table entry)."""
-    return frame.ip > 0 and frame.instrs[frame.ip - 1].exn is not None
+    if frame.ip <= 0:
+        return False
+    entry = frame.instrs[frame.ip - 1].exn
+    return entry is not None and not entry.transparent
 
 
 def frame_chain(innermost) -> list:

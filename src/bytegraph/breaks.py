@@ -165,7 +165,7 @@ class BreakEmitter:
         from .break_plan import _in_protected_block
         inner = self.frames[-1]
         ins = inner.instrs[inner.ip]
-        if not (config.compose_continuations and emit.is_call(ins) and ins.exn is None
+        if not (config.compose_continuations and emit.is_call(ins) and (ins.exn is None or ins.exn.transparent)
                 and not any(_in_protected_block(f) or f.exc_stack for f in self.frames[:-1])
                 and not inner.exc_stack and len(inner.stack) >= emit.call_operands(ins)):
             return False
@@ -514,6 +514,10 @@ class BreakEmitter:
             # what ran symbolically before it (3.11's PRECALL, a KW_NAMES)
             # runs natively with it
             return emit.call(ins.arg, tuple(self.root.kw_names or ()), positions=pos, exn=exn)
+        if ins.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
+            # (3.13's jumps compare with True/False: the value must be a bool)
+            return emit.truth(positions=pos, exn=exn) + [
+                instr(ins.opname, target=ins.target, positions=pos, exn=exn)]
         if ins.opname == "LOAD_METHOD":
             # LOAD_METHOD leaves a NULL and the bound attribute, or the method
             # and self, depending on the object; the continuation needs a

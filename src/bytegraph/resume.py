@@ -29,7 +29,7 @@ import inspect
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .bytecode import assemble, copy_instrs, decode, emit, find_loops, instr, stack_depths
+from .bytecode import SPEC, assemble, copy_instrs, decode, emit, find_loops, instr, stack_depths
 
 class _Unbound:
     """Marks a local with no value in a state dict."""
@@ -374,7 +374,7 @@ def loops_of(code: types.CodeType) -> List[Loop]:
     # condition at the top, and the copy of it at the bottom): the two ranges
     # overlap without nesting.  Outlining either alone would cut the other;
     # they are one loop, entered at the first head.
-    spans = sorted(by_head.items())
+    spans = sorted((h, _with_handlers(instrs, h, e)) for h, e in by_head.items())
     merged = True
     while merged:
         merged = False
@@ -389,6 +389,33 @@ def loops_of(code: types.CodeType) -> List[Loop]:
                 break
     loops = [Loop(h, e, instrs[h].opname == "FOR_ITER") for h, e in spans]
     return sorted(loops, key=lambda lp: (lp.head, -lp.end))
+
+
+def _with_handlers(instrs, head: int, end: int) -> int:
+    """``end`` extended over the exception handlers of the loop's code that
+    follow right after it.  From 3.12 CPython lays a ``with`` block's
+    exceptional exit out after the loop's back-edge; that cleanup is still
+    part of the loop's body."""
+    index = None
+    changed = True
+    while changed:
+        changed = False
+        for k in range(head, end + 1):
+            e = instrs[k].exn
+            if e is None or e.transparent:
+                continue
+            if index is None:
+                index = {id(i): j for j, i in enumerate(instrs)}
+            t = index[id(e.target)]
+            if t != end + 1:
+                continue
+            u = t
+            while u < len(instrs) - 1 and instrs[u].opname not in SPEC.terminators:
+                u += 1
+            end = u
+            changed = True
+            break
+    return end
 
 
 def outermost_loop(code: types.CodeType, index: int, visited_heads) -> Optional[Loop]:
@@ -509,7 +536,7 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
             b.emit("RETURN_VALUE", into=b.epilogue)
             ins.opname, ins.argval, ins.arg, ins.target = "JUMP", None, None, ret
     last = instrs[lp.end]
-    if last.opname != "JUMP":  # a conditional back-edge falls through out of the loop
+    if last.opname not in SPEC.terminators:  # a conditional back-edge falls through out of the loop
         fall = b.emit("JUMP", target=exit_to(lp.end + 1), into=[])
         b.body.insert(lp.end + 1, fall)
     out = b.assemble(f"loop_body_at_{lp.head}", "loop_body", exits)

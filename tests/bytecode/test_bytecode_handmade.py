@@ -108,7 +108,7 @@ def test_new_local_variable_is_added():
 def _long_jump_body(n):
     # if x: <n useless LOAD_CONST/POP_TOP pairs>; return "yes"   else: return "no"
     ret_no = instr("LOAD_CONST", "no")
-    body = [instr("RESUME", 0), instr("LOAD_FAST", "x"),
+    body = [instr("RESUME", 0), instr("LOAD_FAST", "x"), *emit.truth(),
             instr("POP_JUMP_IF_FALSE", target=ret_no)]
     for i in range(n):
         body += [instr("LOAD_CONST", i), instr("POP_TOP")]
@@ -126,7 +126,8 @@ def test_forward_jump_needing_extended_arg():
     # decode merges EXTENDED_ARG and finds the same target again.
     back = decode(code)
     assert "EXTENDED_ARG" not in [i.opname for i in back]
-    assert back[2].target is back[-2] and back[2].arg > 255
+    jump = next(i for i in back if i.opname == "POP_JUMP_IF_FALSE")
+    assert jump.target is back[-2] and jump.arg > 255
 
 
 def test_backward_jump_needing_extended_arg():
@@ -311,8 +312,9 @@ def test_stack_effect_helper():
     assert stack_effect(instr("LOAD_GLOBAL", "f", arg=1), False) == 2
     assert stack_effect(instr("LOAD_GLOBAL", "f"), False) == 1
     assert stack_effect(instr("BUILD_TUPLE", 3), False) == -2
-    assert stack_effect(instr("FORMAT_VALUE", (None, True)), False) == -1
-    assert stack_effect(instr("FORMAT_VALUE", (repr, False)), False) == 0
+    if SPEC.has_op("FORMAT_VALUE"):   # (up to 3.12)
+        assert stack_effect(instr("FORMAT_VALUE", (None, True)), False) == -1
+        assert stack_effect(instr("FORMAT_VALUE", (repr, False)), False) == 0
     t = instr("NOP")
     assert stack_effect(instr("FOR_ITER", target=t), True) == -1
     assert stack_effect(instr("FOR_ITER", target=t), False) == 1

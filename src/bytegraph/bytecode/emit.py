@@ -73,6 +73,19 @@ def with_null(callable_instrs: list, *, positions=None, exn=None) -> list:
     return [null] + list(callable_instrs)
 
 
+def truth(*, positions=None, exn=None) -> list:
+    """What turns the value on top of the stack into the bool a conditional
+    jump tests: nothing up to 3.12 (the jumps test truth themselves),
+    ``TO_BOOL`` from 3.13 (the jumps only compare with True/False).
+
+    >>> [i.opname for i in truth()] in ([], ["TO_BOOL"])
+    True
+    """
+    if SPEC.has_op("TO_BOOL"):
+        return [instr("TO_BOOL", positions=positions, exn=exn)]
+    return []
+
+
 def is_call(ins) -> bool:
     """Whether ``ins`` is the instruction that makes a call of the CALL family.
 

@@ -102,6 +102,9 @@ class VersionSpec:
     for_iter_skips: int = 0
     #: normalized name -> stack effect on its jump edge replacing dis's
     jump_effect_overrides: dict = None
+    #: COMPARE_OP's flag bit asking for the result as a bool (3.13: the
+    #: compiler drops the TO_BOOL of ``if a < b``), or 0
+    compare_bool_bit: int = 0
     #: whether the location table merges consecutive instructions at one
     #: location into shared entries (3.12+)
     merge_locations: bool = False
@@ -368,6 +371,7 @@ def _build() -> VersionSpec:
         # target, with the 3.11 effect.
         jump_effect_overrides={"FOR_ITER": -1} if for_iter_skips else {},
         merge_locations=version >= (3, 12),
+        compare_bool_bit=16 if compare_shift == 5 else 0,
     )
 
 

@@ -261,8 +261,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         send = self.instrs[self.index_of[id(self.yield_ins)] - 1]
         self.suspended = self.returned = False
         self.stack.pop()
-        self.stack[-1] = result
-        self.jump_to(send.target)
+        self.yield_from_returned(result, send)
         self.run()
 
     # -- run loop ----------------------------------------------------------------
@@ -435,4 +434,4 @@ DISPATCH = {name: getattr(Frame, name) for name in dir(Frame)
 SILENT_DISPATCH = {name: DISPATCH[name] for name in (
     "PUSH_EXC_INFO", "POP_EXCEPT", "RERAISE", "CHECK_EXC_MATCH", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_FAST",
     "LOAD_CONST", "BUILD_TUPLE", "COPY", "SWAP", "POP_TOP", "NOP", "PUSH_NULL", "POP_JUMP_IF_FALSE",
-    "POP_JUMP_IF_TRUE", "TO_BOOL") if name in DISPATCH}
+    "POP_JUMP_IF_TRUE", "TO_BOOL", "STOPITERATION_ERROR") if name in DISPATCH}

@@ -160,13 +160,18 @@ class CallOps:
             item = it.next(self)
             result = NONE
         if item is None:
-            if SPEC.has_op("END_SEND"):
-                self.stack.append(result)   # END_SEND at the target drops the iterator
-            else:
-                self.stack[-1] = result
-            self.jump_to(ins.target)
+            self.yield_from_returned(result, ins)
         else:
             self.stack.append(item)
+
+    def yield_from_returned(self, result, send) -> None:
+        """The delegate of ``yield from`` (on top of the stack) returned
+        ``result``: go on after the ``SEND``."""
+        if SPEC.has_op("END_SEND"):
+            self.stack.append(result)   # 3.12+: END_SEND at the target drops the delegate
+        else:
+            self.stack[-1] = result
+        self.jump_to(send.target)
 
     @serves(since=(3, 12))
     def END_SEND(self, ins):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import operator
 
+from ..bytecode import SPEC
 from ..errors import Unsupported
 from ..values.constants import const
 from ..values.generators import LazyIteratorValue
@@ -25,7 +26,10 @@ class DataOps:
     def COMPARE_OP(self, ins):
         b = self.stack.pop()
         a = self.stack.pop()
-        self.stack.append(compare(self, ins.argval, a, b))
+        result = compare(self, ins.argval, a, b)
+        if ins.arg & SPEC.compare_bool_bit:
+            result = const(result.truth(self))   # 3.13's ``if a < b`` (see versions.compare_bool_bit)
+        self.stack.append(result)
 
     def IS_OP(self, ins):
         b = self.stack.pop()

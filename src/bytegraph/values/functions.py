@@ -151,7 +151,8 @@ class UserFunctionValue(Value):
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, "__dict__"), (name, False)))
             tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'"))
         if self.source is not None and name in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__",
-                                                  "__annotations__", "__closure__", "__self__"):
+                                                  "__annotations__", "__closure__", "__self__",
+                                                  "__type_params__"):
             return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
         return super().get_attr(tx, name)
 
@@ -255,6 +256,9 @@ class NestedFunctionValue(Value):
         if name == "__doc__":
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
+        if name == "__type_params__" and hasattr(types.FunctionType, "__type_params__"):
+            # (3.12+; a generic ``def f[T]`` sets them by an intrinsic the trace breaks on)
+            return const(())
         if name == "__annotations__":
             # made once, on first access, and the same dict ever after (edits to it stay)
             d = DictValue()
