@@ -728,15 +728,15 @@ class BreakEmitter:
 
     def _call_slots(self, frame, thunk_temp: str):
         """The stack slots ``frame``'s call in progress takes when it is re-run
-        on a thunk (see :func:`_call_index`): NULL, the thunk, dummy
-        arguments (the thunk ignores them)."""
+        on a thunk (see :func:`_call_index`): the thunk with a NULL, dummy
+        arguments (the thunk ignores them; 3.13's CALL_KW gets no names)."""
         cg = self.cg
         call = frame.instrs[frame.ip - 1]
         if call.opname == "CALL_FUNCTION_EX":
             dummies = [()] + ([{}] if call.arg & 1 else [])
         else:
-            dummies = [None] * call.arg
-        temps = [None, thunk_temp]
+            dummies = [None] * call.arg + ([()] if call.opname == "CALL_KW" else [])
+        temps = [None, thunk_temp] if emit.NULL_SLOTS[0] else [thunk_temp, None]
         for d in dummies:
             t = cg.new_temp()
             if isinstance(d, dict):
@@ -745,7 +745,7 @@ class BreakEmitter:
                 cg.load_object(d)
             cg.emit("STORE_FAST", t)
             temps.append(t)
-        return (True, False) + (False,) * len(dummies), temps
+        return emit.NULL_SLOTS + (False,) * len(dummies), temps
 
 
 _NO_FALLTHROUGH = ("JUMP", "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
