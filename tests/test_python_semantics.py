@@ -3818,6 +3818,20 @@ def test_builtin_calls_that_do_not_fit_the_signature_raise_cpythons_type_error()
     assert_same_clean(f)
 
 
+def test_builtin_signature_errors_are_the_running_interpreters():
+    # worded by each version's argument parser (3.13: "got an unexpected keyword
+    # argument"), and by hand in enumerate: bytegraph asks the real builtin
+    def f():
+        return [_builtin_outcome(zip, [1], foo=2), _builtin_outcome(zip, [1], foo=2, strict=True),
+                _builtin_outcome(enumerate, start=1), _builtin_outcome(enumerate, [1], foo=2),
+                _builtin_outcome(enumerate, [1], iterable=[2]), _builtin_outcome(enumerate),
+                _builtin_outcome(enumerate, [1], 2, 3), _builtin_outcome(max, [1], foo=2),
+                _builtin_outcome(min, default=1), _builtin_outcome(round, 1.5, number=2),
+                _builtin_outcome(round, ndigits=2), _builtin_outcome(sum, [1], foo=2)]
+
+    assert_same_clean(f)
+
+
 def test_attribute_builtins_reject_a_name_that_is_not_a_string():
     def f():
         return [_builtin_outcome(getattr, sys, 1), _builtin_outcome(getattr, sys, 1, "dflt"), _builtin_outcome(hasattr, sys, 1),

@@ -16,6 +16,7 @@ from typing import List
 from .. import config
 from ..errors import Unsupported
 from .base import Value, all_constant
+from .call_errors import raise_signature_error
 from .constants import NONE, const, is_none
 from .containers import DictValue, DictViewValue, IteratorValue, ListValue, RangeValue, TupleValue
 from .generators import (AccumulateValue, ChainValue, EnumerateValue, FilterValue, GeneratorValue, IsliceValue,
@@ -31,26 +32,21 @@ def _iter_items(tx, v: Value) -> List[Value]:
     return v.unpack(tx)
 
 
-def _check_args(tx, name: str, args, kwargs, n_min: int, n_max: int, keywords=()) -> None:
-    """CPython's TypeError for a bad call of builtin ``name`` (argument counts, keywords)."""
-    if len(args) > n_max:
-        tx.raise_python_exception(TypeError(f"{name}() takes at most {n_max} arguments ({len(args)} given)"))
-    for k in kwargs:
-        if k not in keywords:
-            tx.raise_python_exception(TypeError(f"{name}() got an unexpected keyword argument '{k}'"))
-    if len(args) + len(kwargs) < n_min:
-        tx.raise_python_exception(TypeError(f"{name}() takes at least {n_min} arguments ({len(args)} given)"))
+def _check_args(tx, fn, args, kwargs, n_min: int, n_max: int, keywords=()) -> None:
+    """CPython's TypeError for a bad call of builtin ``fn`` (argument counts, keywords)."""
+    if len(args) > n_max or any(k not in keywords for k in kwargs) or len(args) + len(kwargs) < n_min:
+        raise_signature_error(tx, fn, args, kwargs)
 
 
 def _enumerate(tx, args, kwargs):
-    _check_args(tx, "enumerate", args, kwargs, 1, 2, ("iterable", "start"))
+    _check_args(tx, enumerate, args, kwargs, 1, 2, ("iterable", "start"))
     bound = dict(zip(("iterable", "start"), args))
     for k, v in kwargs.items():
         if k in bound:
-            tx.raise_python_exception(TypeError(f"argument for enumerate() given by name ('{k}') and position"))
+            raise_signature_error(tx, enumerate, args, kwargs)   # given by name and position
         bound[k] = v
     if "iterable" not in bound:
-        tx.raise_python_exception(TypeError("enumerate() missing required argument 'iterable'"))
+        raise_signature_error(tx, enumerate, args, kwargs)
     it = iterate(tx, bound["iterable"])
     start = bound.get("start", const(0))
     if not start.is_constant():
@@ -62,7 +58,7 @@ def _enumerate(tx, args, kwargs):
 
 
 def _zip(tx, args, kwargs):
-    _check_args(tx, "zip", args, kwargs, 0, len(args), ("strict",))
+    _check_args(tx, zip, args, kwargs, 0, len(args), ("strict",))
     strict = kwargs.get("strict")
     return ZipValue([iterate(tx, a) for a in args], bool(strict is not None and strict.truth(tx)))
 
@@ -207,15 +203,9 @@ def _items_with_keys(tx, iterable: Value, key):
 
 def _reduce_minmax(fn):
     def handler(tx, args, kwargs):
-        # CPython's checks, in its order, before anything is pulled
-        if not args:
-            tx.raise_python_exception(TypeError(f"{fn.__name__} expected at least 1 argument, got 0"))
-        for k in kwargs:
-            if k not in ("key", "default"):
-                tx.raise_python_exception(TypeError(f"'{k}' is an invalid keyword argument for {fn.__name__}()"))
-        if len(args) > 1 and "default" in kwargs:
-            tx.raise_python_exception(TypeError(f"Cannot specify a default for {fn.__name__}() with multiple "
-                                                "positional arguments"))
+        # CPython's checks of the call's shape, before anything is pulled
+        if not args or any(k not in ("key", "default") for k in kwargs) or (len(args) > 1 and "default" in kwargs):
+            raise_signature_error(tx, fn, args, kwargs)
         kwargs = dict(kwargs)
         key = kwargs.pop("key", None)
         if key is not None and is_none(key):

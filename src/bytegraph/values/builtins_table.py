@@ -31,6 +31,7 @@ from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue)
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
+from .call_errors import raise_signature_error
 from .itertools_more import MORE_ITERTOOLS_HANDLERS
 from .deques import construct_deque
 from .counters import COUNTER_HANDLERS
@@ -382,11 +383,11 @@ def _pow(tx, args, kwargs):
 def _round(tx, args, kwargs):
     if "number" in kwargs:
         if args:
-            tx.raise_python_exception(TypeError("argument for round() given by name ('number') and position (1)"))
+            raise_signature_error(tx, round, args, kwargs)   # given by name and position
         kwargs = dict(kwargs)
         args = [kwargs.pop("number")]
     if not args:
-        tx.raise_python_exception(TypeError("round() missing required argument 'number' (pos 1)"))
+        raise_signature_error(tx, round, args, kwargs)
     if isinstance(args[0], TensorValue):
         # whatever ``Tensor.__round__`` does (or the TypeError if there is none), as Python would
         return graph_call(tx, "call_function", round, args, kwargs)
@@ -663,14 +664,8 @@ def _checking_arity(fn, n_min: int, n_max: int, keywords=(), pos_max=None):
         given = len(args) + len(kwargs)
         if not n_min <= given <= n_max or any(k not in keywords for k in kwargs) or \
                 len(args) > (n_max if pos_max is None else pos_max):
-            # CPython checks the count before anything else: its own message,
-            # from a call with as many placeholders
-            try:
-                fn(*[None] * len(args), **{k: None for k in kwargs})
-            except TypeError as e:
-                tx.raise_python_exception(e)
-            tx.raise_python_exception(TypeError(f"{fn.__name__}() takes from {n_min} to {n_max} arguments "
-                                                f"({given} given)"))
+            # CPython checks the count before anything else: its own message
+            raise_signature_error(tx, fn, args, kwargs)
         return handler(tx, args, kwargs)
     BUILTIN_HANDLERS[fn] = checked
 
