@@ -15,6 +15,26 @@ from .constants import is_none
 from .containers import TupleValue, key_of
 
 
+def _odict_clear_mutates() -> bool:
+    """Whether ``OrderedDict.clear`` counts as a mutation for the dict's
+    iterators ("OrderedDict mutated during iteration", as from 3.13) or only
+    changes its size ("changed size during iteration", up to 3.12): asked
+    of the running interpreter once."""
+    od = collections.OrderedDict(a=1)
+    it = iter(od)
+    od.clear()
+    try:
+        next(it)
+    except RuntimeError as e:
+        return "mutated" in str(e)
+    except StopIteration:
+        pass
+    return False
+
+
+ODICT_CLEAR_MUTATES = _odict_clear_mutates()
+
+
 class DictValue(Value):
     """A dict, ``OrderedDict`` or ``defaultdict`` (exactly that class: ``cls``).
 
@@ -54,9 +74,11 @@ class DictValue(Value):
 
     @property
     def od_state(self) -> int:
-        """The keys added and removed one by one (an OrderedDict's
-        ``od_state``: its ``clear`` leaves it alone, so its iterators then
-        report a change of size, not a mutation)."""
+        """The keys added and removed (an OrderedDict's ``od_state``; its
+        ``clear`` counts only where the running interpreter's does, see
+        :data:`ODICT_CLEAR_MUTATES`)."""
+        if ODICT_CLEAR_MUTATES:
+            return len(self.key_log)
         return sum(op[0] != "clear" for op in self.key_log)
 
     @staticmethod

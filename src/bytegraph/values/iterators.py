@@ -259,7 +259,8 @@ class DictIteratorValue(_SteppedIterator):
       it was (CPython then follows its table's holes) are not modelled;
     - an OrderedDict's iterator is done once it has yielded its last key;
       before that, it raises "mutated" once keys were added or removed
-      (and is then done), or "changed size" (sticky).
+      (and is then done), or "changed size" (sticky; after ``clear`` up to
+      3.12, see ``dicts.ODICT_CLEAR_MUTATES``).
 
     Reconstructs as a real iterator of the rebuilt dict at the same position.
     """
