@@ -565,11 +565,28 @@ class SignatureValue(ConstantValue):
         return super().get_attr(tx, name)
 
 
+def _replace_init_false_error() -> type:
+    """The exception ``dataclasses.replace`` raises for a change of an
+    ``init=False`` field: ValueError up to 3.12, TypeError from 3.13 (asked
+    of the running interpreter once)."""
+    @dataclasses.dataclass
+    class Probe:
+        a: int = dataclasses.field(default=0, init=False)
+    try:
+        dataclasses.replace(Probe(), a=1)
+    except Exception as e:  # noqa: BLE001 - its type is the answer
+        return type(e)
+    return ValueError
+
+
+_REPLACE_INIT_FALSE_ERROR = _replace_init_false_error()
+
+
 def _dataclass_replace(tx, args, kwargs):
     """``dataclasses.replace(obj, **changes)``: the class called again with obj's
     init fields, changed ones replaced (what ``replace`` does)."""
     if len(args) != 1:
-        tx.raise_python_exception(TypeError("replace() takes 1 positional argument"))
+        raise_signature_error(tx, dataclasses.replace, args, kwargs)  # its own binding error
     obj = args[0]
     cls = obj.python_type()
     if not dataclasses.is_dataclass(cls) or not isinstance(cls, type):
@@ -581,8 +598,8 @@ def _dataclass_replace(tx, args, kwargs):
     for f in dataclasses.fields(cls):
         if not f.init:
             if f.name in kwargs:
-                tx.raise_python_exception(ValueError(f"field {f.name} is declared with init=False, "
-                                                     "it cannot be specified with replace()"))
+                tx.raise_python_exception(_REPLACE_INIT_FALSE_ERROR(
+                    f"field {f.name} is declared with init=False, it cannot be specified with replace()"))
             continue
         init_kwargs[f.name] = kwargs[f.name] if f.name in kwargs else obj.get_attr(tx, f.name)
     init_kwargs.update((k, v) for k, v in kwargs.items() if k not in init_kwargs)  # __init__ rejects them

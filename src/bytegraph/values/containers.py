@@ -8,6 +8,7 @@ back into the real object (in place, never replacing it).
 
 from __future__ import annotations
 
+import collections
 import inspect
 import types
 from typing import Dict, List, Optional
@@ -176,6 +177,36 @@ class TupleValue(BaseListValue):
         return f"TupleValue({self.items})"
 
 
+def _namedtuple_replace_error() -> type:
+    """The exception a namedtuple's ``_replace`` raises for an unknown field:
+    ValueError up to 3.12, TypeError from 3.13 (asked of the running
+    interpreter once)."""
+    try:
+        collections.namedtuple("Probe", "a")(0)._replace(b=1)
+    except Exception as e:  # noqa: BLE001 - its type is the answer
+        return type(e)
+    return ValueError
+
+
+NAMEDTUPLE_REPLACE_ERROR = _namedtuple_replace_error()
+
+# The code of the methods ``collections.namedtuple`` gives each class (every
+# class's are functions of the same code): a class that defines its own is
+# not handled as the machinery's.
+_PROBE = collections.namedtuple("Probe", "a")
+_MACHINERY_CODES = {"_replace": _PROBE._replace.__code__, "_asdict": _PROBE._asdict.__code__,
+                    "_make": _PROBE._make.__func__.__code__}
+del _PROBE
+
+
+def _machinery_method(cls, name: str) -> bool:
+    """Whether ``cls.<name>`` is the namedtuple machinery's own ``_replace``,
+    ``_asdict`` or ``_make`` (not one the class or a subclass wrote)."""
+    f = getattr(cls, name, None)
+    f = getattr(f, "__func__", f)
+    return name in _MACHINERY_CODES and getattr(f, "__code__", None) is _MACHINERY_CODES[name]
+
+
 class NamedTupleValue(TupleValue):
     """An instance of a ``collections.namedtuple`` class (or ``torch.return_types``)."""
 
@@ -206,12 +237,13 @@ class NamedTupleValue(TupleValue):
 
     def call_method(self, tx, name, args, kwargs):
         fields = getattr(self.cls, "_fields", None)
-        if fields is not None and name == "_replace" and not args:
+        if fields is not None and name == "_replace" and not args and _machinery_method(self.cls, name):
             unknown = [k for k in kwargs if k not in fields]
             if unknown:
-                tx.raise_python_exception(ValueError(f"Got unexpected field names: {unknown!r}"))
+                tx.raise_python_exception(NAMEDTUPLE_REPLACE_ERROR(f"Got unexpected field names: {unknown!r}"))
             return NamedTupleValue([kwargs.get(f, item) for f, item in zip(fields, self.items)], self.cls)
-        if fields is not None and name == "_asdict" and not args and not kwargs:
+        if fields is not None and name == "_asdict" and not args and not kwargs and \
+                _machinery_method(self.cls, name):
             out = DictValue()
             for f, item in zip(fields, self.items):
                 out.entries[str_key(f)] = (const(f), item)
@@ -241,7 +273,7 @@ def _class_method(cls, name: str) -> bool:
     """A method written in a (``typing.NamedTuple``) class body, as opposed to
     tuple's and the namedtuple machinery's own (``_replace``, ``_make``, dunders)."""
     return (isinstance(getattr(cls, name, None), types.FunctionType) and not name.startswith("__")
-            and name not in ("_replace", "_asdict", "_make"))
+            and not _machinery_method(cls, name))
 
 
 class ListValue(BaseListValue):
