@@ -434,15 +434,47 @@ class Slotted:
         return type(other) is Slotted and self.b == other.b and torch.allclose(self.a, other.a)
 
 
+class _WithDict:
+    def __init__(self, a):
+        self.a = a
+
+
+def test_attribute_errors_of_objects_made_in_the_trace_carry_the_name_as_python():
+    def f(x):
+        o = _WithDict(x)
+        errs = []
+        for op in (lambda: o.b, lambda: delattr(o, "b")):
+            try:
+                op()
+            except AttributeError as e:
+                errs.append((str(e), e.name))
+        return x + 1, errs
+
+    assert_same(f, t(3))
+
+
 def test_object_with_slots_made_in_the_trace():
     def f(x):
         o = Slotted(x, 2)
         o.b = o.b + 1
+        errs = []
+        # 3.13 words these "... and no __dict__ for setting new attributes", with the name
+        for op in (lambda: setattr(o, "c", 1), lambda: delattr(o, "c")):
+            try:
+                op()
+            except AttributeError as e:
+                errs.append((str(e), e.name))
+        del o.b
         try:
-            o.c = 1
+            del o.b     # a declared slot that is unset
         except AttributeError as e:
-            err = str(e)
-        return o.a * o.b, o, err
+            errs.append((str(e), e.name))
+        try:
+            o.b         # a failed read carries the name
+        except AttributeError as e:
+            errs.append((str(e), e.name))
+        o.b = 3
+        return o.a * o.b, o, errs
 
     out, _ = assert_same(f, t(3), check_identity=False)
     assert type(out[1]) is Slotted and out[1].b == 3

@@ -162,7 +162,7 @@ def del_class_attr(tx, cls, name: str) -> None:
     else:
         had = pending is not DELETED
     if not had:
-        tx.raise_python_exception(AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'"))
+        tx.raise_python_exception(AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'", name=name))
     _release_old(tx, cls, name)
     if pending is not None and name not in cls.__dict__:
         se.store_class_attr(cls, name, DELETED)
@@ -236,7 +236,7 @@ def class_get(tx, cls_value, name: str) -> Value:
     if found.klass is None:
         from .objects import NO_ATTR, special_lookup
         if type(cls) is type and special_lookup(type, name) is NO_ATTR:
-            tx.raise_python_exception(AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'"))
+            tx.raise_python_exception(AttributeError(f"type object '{cls.__name__}' has no attribute '{name}'", name=name))
         raise Unsupported(f"{cls.__qualname__}.{name} deleted in the trace, looked up on the metaclass",
                           kind="class_attr_written")
     if found.value is not None:
@@ -270,7 +270,7 @@ def instance_get(tx, receiver: Value, cls, name: str, own):
         if found.klass is None:
             from .objects import guard_class_lookup, owner_of
             guard_class_lookup(tx, cls, "__getattr__", owner_of(cls, "__getattr__"))
-            tx.raise_python_exception(AttributeError(f"'{cls.__name__}' object has no attribute '{name}'"))
+            tx.raise_python_exception(AttributeError(f"'{cls.__name__}' object has no attribute '{name}'", name=name))
         value = _plain_real(tx, found.klass, name, found.attr)
         return BoundMethodValue(value, receiver) if isinstance(found.attr, types.FunctionType) else value
     binds = _binds_on_get(found.value)

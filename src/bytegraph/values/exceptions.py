@@ -195,7 +195,7 @@ class ExceptionValue(Value):
                 return const(attr)
         if not hasattr(self.exc_type, name) and (self.real is None or not hasattr(self.real, name)):
             tx.raise_python_exception(AttributeError(
-                f"'{self.exc_type.__name__}' object has no attribute '{name}'"))
+                f"'{self.exc_type.__name__}' object has no attribute '{name}'", name=name))
         raise Unsupported(f"attribute {name!r} of a {self.exc_type.__name__} exception",
                           kind="unsupported_attribute")
 

@@ -130,7 +130,7 @@ class FreshModuleValue(Value):
         for d in _MODULE_DICTS:
             if name in state[d]:
                 return NONE  # (only None entries: a module with tensors is not made in the trace)
-        tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+        tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'", name=name))
 
     def set_attr(self, tx, name, value):
         raise Unsupported(f"setting {name} on nn.{self.cls.__qualname__} made in the trace",

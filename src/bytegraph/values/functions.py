@@ -149,7 +149,7 @@ class UserFunctionValue(Value):
         if not hasattr(self.fn, name):
             if self.source is not None:  # absent now: holds while it stays absent
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, "__dict__"), (name, False)))
-            tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'"))
+            tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'", name=name))
         if self.source is not None and name in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__",
                                                   "__annotations__", "__closure__", "__self__",
                                                   "__type_params__"):

@@ -76,7 +76,7 @@ class NNModuleValue(UserObjectValue):
             for dict_name in ("__dict__",) + tuple(d for d in _MODULE_DICTS if d in module.__dict__):
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, dict_name), (name, False)))
             tx.raise_python_exception(AttributeError(
-                f"'{cls.__name__}' object has no attribute '{name}'"))
+                f"'{cls.__name__}' object has no attribute '{name}'", name=name))
         return lookup_attr(tx, self, module, name)
 
     def set_attr(self, tx, name, value):
@@ -302,7 +302,10 @@ class NewObjectValue(Value):
             raise Unsupported(f"{self.cls.__name__}.__getattr__", kind="unsupported_attribute")
         # (a Python __getattr__ is the caller's fallback, see get_attr)
         self._guard_lookup(tx, "__getattr__")
-        tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+        if name in (_slot_names(self.cls) or ()):   # an unset slot: its member descriptor's error
+            tx.raise_python_exception(AttributeError(
+                f"'{_slot_error_type_name(self.cls)}' object has no attribute '{name}'", name=name))
+        tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'", name=name))
 
     def set_attr(self, tx, name, value):
         from .object_protocol import call_attr_hook
@@ -326,7 +329,7 @@ class NewObjectValue(Value):
             self._property_call(tx, name, "fset", [value])
             return
         if slots is not None and name not in slots:
-            tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+            tx.raise_python_exception(no_dict_attribute_error(self.cls, name))
         if issubclass(self.cls, dict) and dataclasses.is_dataclass(self.cls):
             field_names = {f.name for f in dataclasses.fields(self.cls)}
             if name in field_names and not is_none(value):
@@ -347,8 +350,7 @@ class NewObjectValue(Value):
                 raise Unsupported(f"deleting {self.cls.__qualname__}.{name} of an instance after the trace changed "
                                   "it on the class", kind="class_attr_written")
             if name not in self.attrs:
-                tx.raise_python_exception(AttributeError(
-                    f"'{self.cls.__name__}' object has no attribute '{name}'"))
+                tx.raise_python_exception(del_attribute_error(self.cls, name))
             del self.attrs[name]
             return
         self._guard_lookup(tx, name)
@@ -356,7 +358,12 @@ class NewObjectValue(Value):
             self._property_call(tx, name, "fdel", [])
             return
         if name not in self.attrs:
-            tx.raise_python_exception(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+            slots = _slot_names(self.cls)
+            if slots is not None and name not in slots:
+                tx.raise_python_exception(no_dict_attribute_error(self.cls, name))
+            if slots is not None:   # an unset slot: its member descriptor's error
+                tx.raise_python_exception(AttributeError(name))
+            tx.raise_python_exception(del_attribute_error(self.cls, name))
         del self.attrs[name]
         self.items.pop(name, None)
 
@@ -534,6 +541,65 @@ def _make_instance(cls, values, names):
     for name, value in zip(names, values):
         object.__setattr__(obj, name, value)  # __dict__ entries and __slots__ alike
     return obj
+
+
+def _probe_no_dict_error():
+    """How ``object.__setattr__``/``__delattr__`` words the error for a name
+    an instance without ``__dict__`` cannot hold: the text after
+    "'T' object has no attribute 'x'" (" and no __dict__ for setting new
+    attributes" from 3.13, nothing before) and whether the error carries the
+    name; asked of the running interpreter once."""
+    try:
+        object().__setattr__("bytegraph_probe", None)
+    except AttributeError as e:
+        return str(e).split("'bytegraph_probe'", 1)[-1], getattr(e, "name", None) == "bytegraph_probe"
+    return "", False
+
+
+_NO_DICT_SUFFIX, _NO_DICT_ERROR_NAMED = _probe_no_dict_error()
+
+
+class _SlotProbe:
+    __slots__ = ("a",)
+
+
+def _probe_slot_error_qualified() -> bool:
+    """Whether reading an unset slot names the type fully qualified
+    ("'pkg.mod.T' object has no attribute 'a'", from 3.13) rather than by
+    its ``__name__``; asked of the running interpreter once."""
+    try:
+        _SlotProbe().a
+    except AttributeError as e:
+        return f"{_SlotProbe.__module__}.{_SlotProbe.__qualname__}" in str(e)
+    return False
+
+
+_SLOT_ERROR_QUALIFIED = _probe_slot_error_qualified()
+
+
+def _slot_error_type_name(cls: type) -> str:
+    """How a slot's member descriptor names ``cls`` in its read error
+    (3.13's fully qualified name leaves out ``builtins`` and ``__main__``)."""
+    if not _SLOT_ERROR_QUALIFIED:
+        return cls.__name__
+    if cls.__module__ in ("builtins", "__main__") or not isinstance(cls.__module__, str):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def del_attribute_error(cls: type, name: str) -> AttributeError:
+    """``del obj.name`` of a name the instance's ``__dict__`` lacks (no name
+    on the error, unlike a failed read)."""
+    return AttributeError(f"'{cls.__name__}' object has no attribute '{name}'")
+
+
+def no_dict_attribute_error(cls: type, name: str) -> AttributeError:
+    """The AttributeError of setting or deleting ``name`` (no descriptor of
+    ``cls``) on an instance of ``cls`` that has no ``__dict__``."""
+    e = AttributeError(f"'{cls.__name__}' object has no attribute '{name}'{_NO_DICT_SUFFIX}")
+    if _NO_DICT_ERROR_NAMED:
+        e.name = name
+    return e
 
 
 def _slot_names(cls: type):

@@ -257,7 +257,7 @@ class UserObjectValue(Value):
         if pending is not None:
             if pending is DELETED:
                 tx.raise_python_exception(AttributeError(
-                    f"'{type(self.obj).__name__}' object has no attribute '{name}'"))
+                    f"'{type(self.obj).__name__}' object has no attribute '{name}'", name=name))
             return pending
         held = self._held_dict(tx)
         if held is not None and held in tx.side_effects.mutated and not _has_data_descriptor(type(self.obj), name):

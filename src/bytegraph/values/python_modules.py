@@ -48,7 +48,7 @@ class PythonModuleValue(Value):
         if pending is not None:
             if pending is DELETED:
                 tx.raise_python_exception(AttributeError(
-                    f"module '{self.module.__name__}' has no attribute '{name}'"))
+                    f"module '{self.module.__name__}' has no attribute '{name}'", name=name))
             return pending
         hooked = self._absent_with_hook(tx, name)
         if hooked is not None:

@@ -133,7 +133,7 @@ class TensorValue(Value):
             if present:
                 return tx.wrap(real.__dict__[name], AttrSource(self.source, name))
         # a tensor made in the trace has no instance attributes (setting one breaks)
-        tx.raise_python_exception(AttributeError(f"'{self.python_type().__name__}' object has no attribute '{name}'"))
+        tx.raise_python_exception(AttributeError(f"'{self.python_type().__name__}' object has no attribute '{name}'", name=name))
 
     def set_attr(self, tx, name, value):
         if name == "requires_grad":
