@@ -351,3 +351,19 @@ def _program_callback(cb) -> bool:
         return False
     module = getattr(cb, "__module__", None) or getattr(getattr(cb, "__func__", None), "__module__", None) or ""
     return not (module.startswith("bytegraph") or module.startswith("torch"))
+
+
+class _PlainClass:
+    pass
+
+
+class _PlainAnnotatedClass(Exception):
+    a: int
+
+
+#: The names a class body without code of its own puts in the class's dict,
+#: asked of the running interpreter (3.13 adds ``__firstlineno__`` and
+#: ``__static_attributes__``): none of them changes how instances behave.
+PLAIN_CLASS_BODY_NAMES = frozenset(vars(_PlainClass)) | frozenset(vars(_PlainAnnotatedClass)) | frozenset(
+    {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__"})
+del _PlainClass, _PlainAnnotatedClass

@@ -20,12 +20,11 @@ import types
 from typing import Dict, List, Optional
 
 from ..errors import Unsupported
-from .base import Value
+from .base import PLAIN_CLASS_BODY_NAMES, Value
 from .constants import NONE, LITERAL_TYPES, ConstantValue, const, is_none
 
 #: class-body names of a user exception class that do not change how its instances behave
-_PLAIN_CLASS_NAMES = frozenset({"__module__", "__qualname__", "__doc__", "__weakref__", "__dict__",
-                                "__annotations__"})
+_PLAIN_CLASS_NAMES = PLAIN_CLASS_BODY_NAMES
 #: what a builtin exception class may define and still keep all its state in ``args``
 _PLAIN_BUILTIN_NAMES = frozenset({"__init__", "__new__", "__doc__", "__str__"})
 

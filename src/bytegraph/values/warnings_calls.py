@@ -41,7 +41,7 @@ import warnings
 
 from ..errors import Unsupported
 from ..guards import Guard
-from .base import Value
+from .base import PLAIN_CLASS_BODY_NAMES, Value
 from .constants import NONE
 
 _WARN_EXPLICIT = _warnings.warn_explicit
@@ -157,7 +157,7 @@ def warn_ok(expected, *lists) -> bool:
     return action in _ACTIONS and _sink_ok(lists) and (registry is None or type(registry) is dict)
 
 
-_PLAIN_CLASS_KEYS = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+_PLAIN_CLASS_KEYS = PLAIN_CLASS_BODY_NAMES - {"__annotations__"}
 
 
 def _is_builtin_warning(cls) -> bool:
