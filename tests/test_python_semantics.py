@@ -5007,3 +5007,33 @@ def test_rebinding_a_local_to_an_object_holding_it_is_not_a_release():
         return depth
 
     assert assert_same_clean(f, 300) == ("ok", 300)
+
+
+# --- an error coming back from a Python frame that a native instruction at a
+# graph break pushed (3.13 looks its handler up at the unit before the call)
+
+
+class _RaisingLibrary:
+    def enter(self, x):
+        raise TypeError(f"no {x}")
+
+
+def test_error_from_a_python_callee_run_natively_at_a_break_reaches_the_handler():
+    import contextlib
+
+    def f():
+        out = []
+        try:
+            contextlib.ExitStack().enter_context(1)   # runs natively between graphs
+            out.append("not reached")
+        except TypeError as e:
+            out.append(str(e))
+        try:
+            stack = contextlib.ExitStack()
+            stack.callback(_RaisingLibrary().enter, "cb")
+            stack.close()
+        except TypeError as e:
+            out.append(str(e))
+        return out
+
+    assert assert_same_clean(f)[0] == "ok"
