@@ -5037,3 +5037,38 @@ def test_error_from_a_python_callee_run_natively_at_a_break_reaches_the_handler(
         return out
 
     assert assert_same_clean(f)[0] == "ok"
+
+
+def _not_a_generator():
+    raise RuntimeError("ran at cm()")
+
+
+def _a_generator(a):
+    yield a
+
+
+def test_contextmanager_object_made_in_the_trace_calls_its_function_as_python():
+    # _GeneratorContextManager.__init__ calls the function: a plain function
+    # runs (and raises) there, a generator function's arguments bind there
+    import contextlib
+
+    def f():
+        plain = contextlib.contextmanager(_not_a_generator)   # (a break: runs natively)
+        gen = contextlib.contextmanager(_a_generator)
+        out = []
+        try:
+            plain()
+            out.append("made")
+        except RuntimeError as e:
+            out.append(str(e))
+        try:
+            gen(1, 2)
+            out.append("made")
+        except TypeError as e:
+            out.append(str(e))
+        with gen(3) as v:
+            out.append(v)
+        return out
+
+    eager, compiled, _, _ = run_both(f)   # (the plain function's call runs natively)
+    assert compiled == eager and eager[0] == "ok"

@@ -167,8 +167,16 @@ class UserFunctionValue(Value):
         fn = self.fn
         if fn.__code__ is CONTEXTMANAGER_HELPER_CODE:
             # cm(...) for a @contextlib.contextmanager function: the object only
-            # records the call (no user code runs until it is entered)
-            return GeneratorContextValue(self, self.closure_cells(tx)[0].read(tx), args, kwargs)
+            # records the call.  Its __init__ calls the function: for a generator
+            # function that runs no user code but binds the arguments (their
+            # TypeError comes here); any other function would run now.
+            func = self.closure_cells(tx)[0].read(tx)
+            code = getattr(getattr(func, "fn", None), "__code__", None)
+            if code is None or not code.co_flags & inspect.CO_GENERATOR or not hasattr(func, "bind"):
+                raise Unsupported("@contextlib.contextmanager of a function that is not a generator function "
+                                  "(making the context manager calls it)", kind="unsupported_context")
+            func.bind(tx, args, kwargs)
+            return GeneratorContextValue(self, func, args, kwargs)
         if fn in _MODULE_CALL_FUNCTIONS and args:
             # nn.Module.__call__ reached explicitly (``super().__call__(x)`` in an
             # overridden __call__): the module call, hooks included, as call_module models it
