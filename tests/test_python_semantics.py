@@ -5072,3 +5072,19 @@ def test_contextmanager_object_made_in_the_trace_calls_its_function_as_python():
 
     eager, compiled, _, _ = run_both(f)   # (the plain function's call runs natively)
     assert compiled == eager and eager[0] == "ok"
+
+
+def test_sum_of_number_constants_is_the_real_sums():
+    # 3.12+ sums floats with compensation; a run of constants then other items
+    class Num:
+        def __init__(self, v):
+            self.v = v
+
+        def __radd__(self, other):
+            return other + self.v
+
+    def f():
+        return (sum([0.1] * 10), sum([1.0, 10e100, 1.0, -10e100]), sum([0.1] * 10, 0.5), sum([1, 2, 0.1, 0.2]),
+                sum([0.1, 0.2, Num(0.3), 0.1, 0.2]), sum([True, 2, 3.5j]))
+
+    assert_same_clean(f)

@@ -244,14 +244,30 @@ def _sum(tx, args, kwargs):
     start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
     it = iterate(tx, args[0])
     acc = start
-    # each item is added as it is pulled, as Python does
+    # A leading run of number constants (the start included) is summed by the
+    # real sum(): its int and float fast paths are not a chain of additions
+    # (floats are summed with compensation from 3.12); CPython leaves them for
+    # good at the first other item, from which on each item is added as it is
+    # pulled, as here.
+    numbers = [] if _plain_number(acc) else None
     n = 0
     while (v := it.next(tx)) is not None:
-        acc = binary_op(tx, operator.add, acc, v)
+        if numbers is not None and _plain_number(v):
+            numbers.append(v.as_constant())
+        else:
+            if numbers is not None:
+                acc, numbers = const(sum(numbers, acc.as_constant())), None
+            acc = binary_op(tx, operator.add, acc, v)
         n += 1
         if n > config.max_generator_items:
             raise Unsupported("sum() of an endless iterator", kind="generator")
+    if numbers is not None:
+        acc = const(sum(numbers, acc.as_constant()))
     return acc
+
+
+def _plain_number(v: Value) -> bool:
+    return v.is_constant() and type(v.as_constant()) in (int, float, bool, complex)
 
 
 def _any_all(fn):
