@@ -5088,3 +5088,28 @@ def test_sum_of_number_constants_is_the_real_sums():
                 sum([0.1, 0.2, Num(0.3), 0.1, 0.2]), sum([True, 2, 3.5j]))
 
     assert_same_clean(f)
+
+
+def test_super_with_arguments_that_do_not_fit_raises_cpythons_type_error():
+    # 3.13 words the second one "obj (instance of int) is not an instance or subtype of type (...)"
+    class Base:
+        def method(self):
+            return "base"
+
+    class C(Base):
+        def bad_type(self):
+            return super(1, self).method()
+
+        def bad_obj(self):
+            return super(C, 1).method()
+
+    def f():
+        out = []
+        for name in ("bad_type", "bad_obj"):
+            try:
+                getattr(C(), name)()
+            except TypeError as e:
+                out.append(str(e))
+        return out
+
+    assert_same_clean(f)

@@ -103,9 +103,38 @@ class StateLocalsValue(DictValue):
             cg.emit("DELETE_SUBSCR")
 
 
+def _check_super_args(tx, t, obj) -> None:
+    """``super(t, obj)``'s own TypeErrors, worded by the running interpreter's
+    ``super`` (3.13 names obj's type and t): asked with ``t`` itself and
+    ``obj`` (or a bare instance of its class, made without running its code)."""
+    if t.is_constant() and isinstance(t.as_constant(), type):
+        cls = t.as_constant()
+        if obj.is_constant():
+            o = obj.as_constant()
+            if isinstance(o, cls) or (isinstance(o, type) and issubclass(o, cls)):
+                return
+        elif issubclass(obj.python_type(), cls):
+            return
+    elif not t.is_constant():
+        raise Unsupported("super() of a first argument that is not a constant", kind="unsupported_builtin")
+    if obj.is_constant():
+        real = obj.as_constant()
+    else:
+        try:
+            real = object.__new__(obj.python_type())
+        except Exception:  # noqa: BLE001 - no bare instance to ask with
+            raise Unsupported("super() with an object of an unrelated type", kind="unsupported_builtin") from None
+    try:
+        super(t.as_constant(), real)
+    except TypeError as e:
+        tx.raise_python_exception(TypeError(*e.args))
+    raise Unsupported("super() arguments bytegraph's check rejects", kind="unsupported_builtin")
+
+
 def super_(tx, args, kwargs):
     from .super_calls import SuperValue
     if len(args) == 2:
+        _check_super_args(tx, *args)
         return SuperValue(args[0].as_constant(), args[1])
     if args:
         raise Unsupported("super() with one argument", kind="unsupported_builtin")
