@@ -131,8 +131,13 @@ def inspects_callers(code) -> bool:
 
 
 def _is_plain_call(frame) -> bool:
-    """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
-    return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
+    """``frame``'s call in progress is a call instruction (CALL, 3.13's
+    CALL_KW, CALL_FUNCTION_EX), whose result is the callee's return value."""
+    from .bytecode import emit
+    if frame.ip <= 0:
+        return False
+    ins = frame.instrs[frame.ip - 1]
+    return emit.is_call(ins) or ins.opname == "CALL_FUNCTION_EX"
 
 
 def continued_by_caller(frame) -> bool:

@@ -454,6 +454,8 @@ class BreakEmitter:
             handler = instr("NOP", positions=cg.positions)
             exn = _exn_like(ins.exn, handler)
         native = self._native_copy(ins, exn)
+        if exn is not None:
+            native = emit.under_handler(native, exn)
         cg.instrs.extend(native)
         paths = []
         for s, is_jump in self._successor_edges():
