@@ -430,3 +430,45 @@ def test_a_call_alone_under_a_handler_is_caught():
              instr("RETURN_VALUE")]
     code = assemble(body, (lambda: None).__code__)
     assert types.FunctionType(code, {})() == "caught"
+
+
+# -- zero-argument super() where no generated frame can continue ----------------------------------
+
+def test_super_without_arguments_in_a_method_without_parameters():
+    # The break (inside unittest's __exit__ handling the RuntimeError) moved
+    # to the raise, inside C.f: a generated continuation of f takes
+    # parameters, where CPython's super() would read one ("arg[0] deleted").
+    import unittest
+
+    class T(unittest.TestCase):
+        def test_a(self):
+            class C:
+                def f():
+                    super()
+            with self.assertRaisesRegex(RuntimeError, r"no arguments"):
+                C.f()
+            return "done"
+
+    case = T("test_a")
+    compiled, _ = compile_counting(T.test_a)
+    saved = bytegraph.config.force_transform
+    bytegraph.config.force_transform = True   # (pure-Python frames are transformed too)
+    try:
+        assert compiled(case) == T.test_a(case) == "done"
+        assert bytegraph.stats().frames_transformed >= 1
+    finally:
+        bytegraph.config.force_transform = saved
+
+
+def test_super_with_a_non_type_first_argument_raises_cpythons_type_error():
+    class C:
+        def method(self, x):
+            return super(1, self).method(x)
+
+    def f(x):
+        try:
+            return C().method(x)
+        except TypeError as e:
+            return x, str(e)
+
+    assert_same(f, t(), graphs=None, breaks=None)

@@ -30,7 +30,7 @@ import dataclasses
 from typing import Optional
 
 from .errors import BreakRecord, Unsupported
-from .resume import Loop, origin_of, outermost_loop
+from .resume import Loop, origin_of, outermost_loop, super_needs_own_frame
 from .values.base import NullValue, Value
 from .values.cells import CellValue
 
@@ -60,6 +60,8 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         origin = origin_of(frame.code)
         if origin is not None and index < origin.offset and frame.parent is None:
             raise exc  # inside bytegraph's own prologue: splitting there would only recurse
+        if frame.parent is None and super_needs_own_frame(frame.code):
+            raise exc  # no generated function can continue it: the frame runs eagerly
         visited = set(frame.head_steps)
         lp = outermost_loop(frame.code, index, visited)
         if frame.parent is None:
@@ -88,7 +90,7 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         while f.parent is not None:
             if not f.direct_call or (_deferred(f) and not _is_plain_call(f.parent)):
                 outermost_indirect = f
-            inspecting = inspecting or inspects_callers(f.code)
+            inspecting = inspecting or inspects_callers(f.code) or super_needs_own_frame(f.code)
             if inspecting and f.parent.parent is None:
                 # Continuations of inlined frames are called by bytegraph's
                 # code, not by their caller's frame: code that walks up the

@@ -106,7 +106,15 @@ class StateLocalsValue(DictValue):
 def super_(tx, args, kwargs):
     from .super_calls import SuperValue
     if len(args) == 2:
-        return SuperValue(args[0].as_constant(), args[1])
+        if not args[0].is_constant():
+            raise Unsupported("super() of a class the trace does not know", kind="unsupported_builtin")
+        cls = args[0].as_constant()
+        if not isinstance(cls, type):
+            try:
+                super(cls)   # CPython's own TypeError (the message is the interpreter's)
+            except TypeError as e:
+                tx.raise_python_exception(e)
+        return SuperValue(cls, args[1])
     if args:
         raise Unsupported("super() with one argument", kind="unsupported_builtin")
     cell = tx.locals.get("__class__")
