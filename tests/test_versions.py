@@ -472,3 +472,16 @@ def test_super_with_a_non_type_first_argument_raises_cpythons_type_error():
             return x, str(e)
 
     assert_same(f, t(), graphs=None, breaks=None)
+
+
+def test_sum_of_floats_matches_the_interpreters_summation():
+    # 3.12+ sum() compensates float rounding: [0.1] * 10 sums to exactly 1.0
+    def f(x):
+        a = sum([0.1] * 10)
+        b = sum([1, 2.5, True], 0.25)
+        c = sum(x * k for k in range(3))
+        d = sum([1, 2], x)
+        return x * a, a, b, c, d
+
+    assert_same(f, t())
+    assert bytegraph.compile(lambda: sum([0.1] * 10), backend="eager")() == sum([0.1] * 10)

@@ -250,17 +250,38 @@ def _reduce_minmax(fn):
     return handler
 
 
+def _plain_number(v) -> bool:
+    return v.is_constant() and type(v.as_constant()) in (int, float, bool)
+
+
 def _sum(tx, args, kwargs):
+    """``sum()``: each item pulled and added as Python does.  CPython adds a
+    leading run of plain ints and floats on a fast path of its own (3.12+:
+    compensated float summation, a different result from repeated ``+``):
+    that run is summed by the real ``sum``; from the first other item on,
+    ``+`` as Python's generic path does."""
     start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
     it = iterate(tx, args[0])
     acc = start
-    # each item is added as it is pulled, as Python does
+    run = [] if _plain_number(start) else None   # the fast path's items so far
     n = 0
     while (v := it.next(tx)) is not None:
-        acc = binary_op(tx, operator.add, acc, v)
         n += 1
         if n > config.max_generator_items:
             raise Unsupported("sum() of an endless iterator", kind="generator")
+        if run is not None and _plain_number(v):
+            run.append(v.as_constant())
+            continue
+        if run is not None:
+            if run and any(type(x) is float for x in (start.as_constant(), *run)):
+                # (where the fast path leaves a float sum for the generic
+                # one, its compensation is an interpreter detail)
+                raise Unsupported("sum() of float constants followed by other values", kind="unsupported_builtin")
+            acc = const(sum(run, start.as_constant()))
+            run = None
+        acc = binary_op(tx, operator.add, acc, v)
+    if run is not None:
+        acc = const(sum(run, start.as_constant()))
     return acc
 
 
