@@ -992,7 +992,10 @@ def test_deeply_nested_structures_fall_back_instead_of_recursion_error():
             return "recursion"
         return "ok"
 
-    assert run_both(f)[:2] == (("ok", "recursion"), ("ok", "recursion"))
+    eager, compiled = run_both(f)[:2]
+    assert compiled == eager
+    if sys.version_info < (3, 12):   # (3.12's repr no longer counts C recursion against the limit)
+        assert eager == ("ok", "recursion")
 
 # graph breaks, resume functions, outlined loop bodies; lifetimes (issue 12
 # items 2 and 6)

@@ -165,7 +165,10 @@ def _deferred(frame) -> bool:
 def _in_protected_block(frame) -> bool:
     """Whether ``frame``'s current instruction (a call in progress) is inside
     a try, with or except block (it has an exception-table entry)."""
-    return frame.ip > 0 and frame.instrs[frame.ip - 1].exn is not None
+    if frame.ip <= 0:
+        return False
+    entry = frame.instrs[frame.ip - 1].exn
+    return entry is not None and not entry.transparent
 
 
 def frame_chain(innermost) -> list:
@@ -194,13 +197,10 @@ def _first_local(frame) -> Value:
 
 def _call_index(frame) -> int:
     """Where ``frame`` resumes to re-run its call in progress (inside its
-    try/with block): the call instruction, with its PRECALL and KW_NAMES."""
-    index = frame.ip - 1
-    if frame.instrs[index].opname == "CALL":
-        index -= 1   # its PRECALL
-        if index > 0 and frame.instrs[index - 1].opname == "KW_NAMES":
-            index -= 1
-    return index
+    try/with block): the call instruction, with what belongs to it before
+    (3.11's PRECALL, a KW_NAMES)."""
+    from .bytecode import emit
+    return emit.call_lead(frame.instrs, frame.ip - 1)
 
 
 def _resume_index(frame) -> int:

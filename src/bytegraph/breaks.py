@@ -17,7 +17,7 @@ import inspect
 import types
 from typing import List, Optional, Tuple
 
-from .bytecode import decode, instr, stack_effect
+from .bytecode import decode, emit, instr, stack_effect
 from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively
 from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
@@ -165,12 +165,11 @@ class BreakEmitter:
         from .break_plan import _in_protected_block
         inner = self.frames[-1]
         ins = inner.instrs[inner.ip]
-        if not (config.compose_continuations and ins.opname == "CALL" and ins.exn is None
+        if not (config.compose_continuations and emit.is_call(ins) and (ins.exn is None or ins.exn.transparent)
                 and not any(_in_protected_block(f) or f.exc_stack for f in self.frames[:-1])
-                and not inner.exc_stack and len(inner.stack) >= ins.arg + 2):
+                and not inner.exc_stack and len(inner.stack) >= emit.call_operands(ins)):
             return False
-        first, second = inner.stack[-(ins.arg + 2)], inner.stack[-(ins.arg + 1)]
-        callee = second if isinstance(first, NullValue) else first
+        callee, _ = _callee_and_args(inner.stack[-emit.call_operands(ins):], ins)
         return not callee.reads_caller_frame()
 
     def _call_first(self, st: "FrameState") -> Tuple[Tuple[bool, ...], List[Optional[str]]]:
@@ -180,29 +179,32 @@ class BreakEmitter:
         cg = self.cg
         frame = st.frame
         ins = frame.instrs[frame.ip]
-        n = ins.arg + 2   # NULL or method, callable or self, the arguments
+        n = emit.call_operands(ins)   # callable and NULL (or method and self), the arguments (, names)
         below, operands = st.stack[:-n], st.stack[-n:]
         temps = self._stack_into_temps(below)
         # Called through a stand-in frame per inlined frame (see
         # call_frames): a traceback of what it raises shows eager's frames.
         # A method call's (method, self) pair is the function and its first
         # argument there.
-        callee_args = operands[1:] if isinstance(operands[0], NullValue) else operands
+        callee, args = _callee_and_args(operands, ins)
+        callee_args = [callee] + args
+        kw_names = tuple(frame.kw_names or ())
+        if ins.opname == "CALL_KW":
+            kw_names = operands[-1].as_constant()
         inlined = self.frames[1:]
         stand_ins = [stand_in(f.code, f.instrs[f.ip - 1].positions, len(inlined) - k + len(callee_args) - 1,
                               f_globals=f.f_globals)
                      for k, f in enumerate(inlined[:-1], 1)]
-        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, tuple(frame.kw_names or ()),
+        stand_ins.append(stand_in(frame.code, ins.positions, len(callee_args) - 1, kw_names,
                                   f_globals=frame.f_globals))
-        cg.emit("PUSH_NULL")
+        cg.begin_call()
         for fn in stand_ins:
             cg.load_object(fn)
         for v in callee_args:
             cg.reconstruct(v)
         argc = len(stand_ins) - 1 + len(callee_args)
         pos = self.root.instrs[self.root.ip - 1].positions
-        cg.instrs.append(instr("PRECALL", arg=argc, positions=pos))
-        cg.instrs.append(instr("CALL", arg=argc, positions=pos))
+        cg.call(argc, positions=pos)
         result = cg.new_temp()
         cg.emit("STORE_FAST", result)
         return tuple(st.null_mask[:-n]) + (False,), temps + [result]
@@ -243,7 +245,7 @@ class BreakEmitter:
                     cg.reconstruct(c)
                 cg.emit("BUILD_TUPLE", arg=len(cells))
             cg.load_object(code)
-            cg.emit("MAKE_FUNCTION", arg=0x08 if cells else 0)
+            cg.make_function(0x08 if cells else 0)
             return
         cg.push_callable(_make_function)
         cg.load_object(code)
@@ -262,7 +264,7 @@ class BreakEmitter:
         (whatever it is called with); with ``native``, ``fn(*args)`` itself."""
         cg = self.cg
         if native:
-            cg.emit("PUSH_NULL")
+            cg.begin_call()
             self.make_function(frame, code)
             extra = 0
             if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
@@ -292,7 +294,7 @@ class BreakEmitter:
         temps = [cg.new_temp() for _ in range(argc)]
         for t in reversed(temps):
             cg.emit("STORE_FAST", t)
-        cg.emit("PUSH_NULL")
+        cg.begin_call()
         cg.push_callable(self.runner_for(code).select)
         self.make_function(frame, code)
         for t in temps:
@@ -509,20 +511,18 @@ class BreakEmitter:
                     instr("LOAD_CONST", ins.argval, positions=pos, exn=exn),
                     instr("BINARY_SUBSCR", positions=pos, exn=exn)]
         if ins.opname == "CALL":
-            # PRECALL already ran symbolically; natively the pair (and any
-            # pending KW_NAMES) must run together.
-            out = []
-            if self.root.kw_names:
-                out.append(instr("KW_NAMES", tuple(self.root.kw_names), positions=pos, exn=exn))
-            out.append(instr("PRECALL", arg=ins.arg, positions=pos, exn=exn))
-            out.append(instr("CALL", arg=ins.arg, positions=pos, exn=exn))
-            return out
+            # what ran symbolically before it (3.11's PRECALL, a KW_NAMES)
+            # runs natively with it
+            return emit.call(ins.arg, tuple(self.root.kw_names or ()), positions=pos, exn=exn)
+        if ins.opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
+            # (3.13's jumps compare with True/False: the value must be a bool)
+            return emit.truth(positions=pos, exn=exn) + [
+                instr(ins.opname, target=ins.target, positions=pos, exn=exn)]
         if ins.opname == "LOAD_METHOD":
-            # LOAD_METHOD leaves (NULL, bound) or (method, self) depending on the
-            # object; the continuation needs a known layout: NULL, attribute.
-            return [instr("LOAD_ATTR", ins.argval, positions=pos, exn=exn),
-                    instr("PUSH_NULL", positions=pos, exn=exn),
-                    instr("SWAP", arg=2, positions=pos, exn=exn)]
+            # LOAD_METHOD leaves a NULL and the bound attribute, or the method
+            # and self, depending on the object; the continuation needs a
+            # known layout: the attribute with its NULL.
+            return emit.attribute_with_null(ins.argval, positions=pos, exn=exn)
         return [instr(ins.opname, ins.argval, arg=ins.arg, target=ins.target, positions=pos, exn=exn)]
 
     @staticmethod
@@ -543,9 +543,9 @@ class BreakEmitter:
         kept = after - pushes
         mask = tuple(before[:kept]) + (False,) * pushes
         if ins.opname == "LOAD_METHOD":
-            mask = tuple(before[:kept]) + (True, False)
+            mask = tuple(before[:kept]) + emit.NULL_SLOTS
         elif ins.opname == "LOAD_GLOBAL" and (ins.arg or 0) & 1:
-            mask = tuple(before[:kept]) + (True, False)
+            mask = tuple(before[:kept]) + emit.NULL_SLOTS
         elif ins.opname == "PUSH_NULL":
             mask = tuple(before[:kept]) + (True,)  # (a break may land on it: see Frame.break_next)
         return mask
@@ -728,15 +728,15 @@ class BreakEmitter:
 
     def _call_slots(self, frame, thunk_temp: str):
         """The stack slots ``frame``'s call in progress takes when it is re-run
-        on a thunk (see :func:`_call_index`): NULL, the thunk, dummy
-        arguments (the thunk ignores them)."""
+        on a thunk (see :func:`_call_index`): the thunk with a NULL, dummy
+        arguments (the thunk ignores them; 3.13's CALL_KW gets no names)."""
         cg = self.cg
         call = frame.instrs[frame.ip - 1]
         if call.opname == "CALL_FUNCTION_EX":
             dummies = [()] + ([{}] if call.arg & 1 else [])
         else:
-            dummies = [None] * call.arg
-        temps = [None, thunk_temp]
+            dummies = [None] * call.arg + ([()] if call.opname == "CALL_KW" else [])
+        temps = [None, thunk_temp] if emit.NULL_SLOTS[0] else [thunk_temp, None]
         for d in dummies:
             t = cg.new_temp()
             if isinstance(d, dict):
@@ -745,20 +745,36 @@ class BreakEmitter:
                 cg.load_object(d)
             cg.emit("STORE_FAST", t)
             temps.append(t)
-        return (True, False) + (False,) * len(dummies), temps
+        return emit.NULL_SLOTS + (False,) * len(dummies), temps
 
 
 _NO_FALLTHROUGH = ("JUMP", "JUMP_NO_INTERRUPT", "RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
 
-_PUSHED = {"CALL": 1, "CALL_FUNCTION_EX": 1, "LOAD_METHOD": 2, "POP_TOP": 0, "RERAISE": 0,
+#: how many values an instruction run natively at a break pushes (1 if not listed)
+_PUSHED = {"CALL": 1, "CALL_KW": 1, "CALL_FUNCTION_EX": 1, "LOAD_METHOD": 2, "POP_TOP": 0, "RERAISE": 0,
            "RAISE_VARARGS": 0, "RETURN_VALUE": 0, "PRINT_EXPR": 0, "SETUP_ANNOTATIONS": 0,
-           "IMPORT_STAR": 0, "BEFORE_WITH": 2, "NOP": 0, "PRECALL": 0, "KW_NAMES": 0}
+           "IMPORT_STAR": 0, "BEFORE_WITH": 2, "NOP": 0, "PRECALL": 0, "KW_NAMES": 0, "END_FOR": 0,
+           "END_SEND": 1}
 
 
 def _native_effect(ins, is_jump: bool) -> int:
     if ins.opname == "CALL":
-        return -(ins.arg + 1)  # with its PRECALL: pops callable/NULL and args, pushes the result
+        # with what ran symbolically before it (3.11's PRECALL)
+        return sum(stack_effect(i, False) for i in emit.call(ins.arg))
     return stack_effect(ins, is_jump)
+
+
+def _callee_and_args(operands, ins):
+    """The callable and positional arguments of a call instruction's operands
+    (a NULL beside the callable on either side, or a method and its self)."""
+    if ins.opname == "CALL_KW":
+        operands = operands[:-1]
+    first, second = operands[0], operands[1]
+    if isinstance(first, NullValue):
+        return second, list(operands[2:])
+    if isinstance(second, NullValue):
+        return first, list(operands[2:])
+    return first, list(operands[1:])
 
 
 def _exn_like(entry, handler):

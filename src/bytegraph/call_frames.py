@@ -23,7 +23,7 @@ import builtins
 import types
 from typing import Dict, Optional, Tuple
 
-from .bytecode import assemble, instr
+from .bytecode import assemble, emit, instr
 
 _CO_OPTIMIZED, _CO_NEWLOCALS = 0x1, 0x2
 
@@ -57,14 +57,14 @@ def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, 
         return hit
     params = ["___bg_fn"] + [f"___bg_a{i}" for i in range(n_args)]
     pos = positions
-    body = [instr("RESUME", arg=0, positions=pos), instr("PUSH_NULL", positions=pos)]
-    for p in params:
-        # (moved onto the stack: only the call holds them, as in eager)
-        body += [instr("LOAD_FAST", p, positions=pos), instr("DELETE_FAST", p, positions=pos)]
-    if kw_names:
-        body.append(instr("KW_NAMES", tuple(kw_names), positions=pos))
-    body += [instr("PRECALL", arg=n_args, positions=pos), instr("CALL", arg=n_args, positions=pos),
-             instr("RETURN_VALUE", positions=pos)]
+    # (moved onto the stack: only the call holds them, as in eager)
+    moves = [[instr("LOAD_FAST", p, positions=pos), instr("DELETE_FAST", p, positions=pos)] for p in params]
+    body = [instr("RESUME", arg=0, positions=pos)]
+    body += emit.with_null(moves[0], positions=pos)
+    for m in moves[1:]:
+        body += m
+    body += emit.call(n_args, kw_names, positions=pos)
+    body.append(instr("RETURN_VALUE", positions=pos))
     code = assemble(body, base, co_varnames=tuple(params), co_cellvars=(), co_freevars=(),
                     co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                     co_flags=_CO_OPTIMIZED | _CO_NEWLOCALS, co_consts=(None,), co_names=(),

@@ -24,7 +24,7 @@ import collections
 import types
 from typing import Dict, List, Tuple
 
-from .bytecode import assemble, decode, instr
+from .bytecode import assemble, decode, emit, instr
 from .errors import Unsupported
 from .values.base import Value
 from .values.cells import CellValue
@@ -127,6 +127,8 @@ class Codegen:
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
         self._keepalive: List[object] = []
+        #: where the NULL of each call begun (begin_call) and not yet made sits
+        self._calls: List[int] = []
         #: values whose reconstruction is under way, and the cells to fill with them once built
         self._building: set = set()
         self._cell_fixups: Dict[int, List[str]] = {}
@@ -173,16 +175,33 @@ class Codegen:
             self.emit("LOAD_CONST", ref)
             self.emit("LOAD_ATTR", "obj")
 
-    def push_callable(self, obj) -> None:
-        """Push ``obj`` ready to be called by :meth:`call` (3.11: ``NULL, callable``)."""
+    def begin_call(self) -> None:
+        """Start a call whose callable is pushed next: push its NULL, which
+        :meth:`call` moves where the running version wants it (see
+        :func:`bytegraph.bytecode.emit.place_null`).
+
+        Example: ``cg.begin_call(); cg.load_object(print); cg.load_object(1); cg.call(1)``.
+        """
+        self._calls.append(len(self.instrs))
         self.emit("PUSH_NULL")
+
+    def push_callable(self, obj) -> None:
+        """Push ``obj`` ready to be called by :meth:`call`, with its NULL."""
+        self.begin_call()
         self.load_object(obj)
 
-    def call(self, argc: int, kw_names: tuple = ()) -> None:
-        if kw_names:
-            self.emit("KW_NAMES", tuple(kw_names))
-        self.emit("PRECALL", arg=argc)
-        self.emit("CALL", arg=argc)
+    def call(self, argc: int, kw_names: tuple = (), positions=None) -> None:
+        """Call the callable (with its NULL, or a method with its self) and
+        the ``argc`` values on the stack, the last ``len(kw_names)`` by keyword."""
+        calls = self._calls
+        if calls and emit.place_null(self.instrs, calls[-1], argc):
+            calls.pop()
+        self.instrs.extend(emit.call(argc, kw_names, positions=positions or self.positions))
+
+    def make_function(self, flags: int) -> None:
+        """MAKE_FUNCTION of the code object on top of the stack, taking the
+        values ``flags`` names from below it (see :func:`bytegraph.bytecode.emit.make_function`)."""
+        self.instrs.extend(emit.make_function(flags, positions=self.positions))
 
     def call_with(self, args, kwargs: dict, leading: int = 0) -> None:
         """Push the values ``args`` and ``kwargs`` and call; ``leading`` arguments are already pushed."""
@@ -196,9 +215,7 @@ class Codegen:
     def call_method(self, name: str, argc_fn) -> None:
         """Call ``TOS.name(...)``; ``argc_fn`` pushes the arguments and returns their count."""
         self.emit("LOAD_METHOD", name)
-        argc = argc_fn()
-        self.emit("PRECALL", arg=argc)
-        self.emit("CALL", arg=argc)
+        self.call(argc_fn())
 
     def new_temp(self) -> str:
         name = f"___bg_tmp{self._n_temps}"

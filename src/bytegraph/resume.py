@@ -29,7 +29,7 @@ import inspect
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .bytecode import assemble, copy_instrs, decode, find_loops, instr, stack_depths
+from .bytecode import SPEC, assemble, copy_instrs, decode, emit, instr, natural_loops, stack_depths
 
 class _Unbound:
     """Marks a local with no value in a state dict."""
@@ -227,12 +227,11 @@ class _Builder:
                 continue
             pos = ins.positions
             block = [instr("POP_TOP", positions=pos, exn=ins.exn),
-                     instr("PUSH_NULL", positions=pos, exn=ins.exn),
-                     instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn),
+                     *emit.with_null([instr("LOAD_CONST", UnboundLocalError, positions=pos, exn=ins.exn)],
+                                     positions=pos, exn=ins.exn),
                      instr("LOAD_CONST", f"cannot access local variable '{ins.argval}' where it is not "
                                          "associated with a value", positions=pos, exn=ins.exn),
-                     instr("PRECALL", arg=1, positions=pos, exn=ins.exn),
-                     instr("CALL", arg=1, positions=pos, exn=ins.exn),
+                     *emit.call(1, positions=pos, exn=ins.exn),
                      instr("RAISE_VARARGS", arg=1, positions=pos, exn=ins.exn)]
             self.epilogue.extend(block)
             ins.exn = ExnEntry(block[0], depths[k], False)
@@ -259,8 +258,7 @@ class _Builder:
             self.emit("LOAD_METHOD", "get")
             self.emit("LOAD_CONST", name)
             self.emit("LOAD_CONST", UNBOUND)
-            self.emit("PRECALL", arg=2)
-            self.emit("CALL", arg=2)
+            self.prologue.extend(emit.call(2, positions=self.positions))
             self.emit("STORE_FAST", name)
             self.emit("LOAD_FAST", name)
             self.emit("LOAD_CONST", UNBOUND)
@@ -362,41 +360,36 @@ def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
 @dataclasses.dataclass(frozen=True)
 class Loop:
     head: int          # loop head (FOR_ITER for ``for`` loops)
-    end: int           # last instruction of the loop (a back-edge)
+    end: int           # the loop's last instruction in layout order
     is_for: bool
+    #: the loop's instructions (see bytecode.natural_loops): from 3.12 they
+    #: need not be contiguous
+    members: frozenset = frozenset()
+
+    def __contains__(self, index: int) -> bool:
+        return index in self.members
+
+
+_LOOPS: Dict[int, tuple] = {}
 
 
 def loops_of(code: types.CodeType) -> List[Loop]:
-    """The loops of ``code`` (back-edges to one head merged), outermost first."""
+    """The loops of ``code``, outermost first."""
+    hit = _LOOPS.get(id(code))
+    if hit is not None and hit[0] is code:
+        return hit[1]
     instrs = decode(code)
-    by_head: Dict[int, int] = {}
-    for head, end in find_loops(instrs):
-        by_head[head] = max(end, by_head.get(head, end))
-    # A `while` loop with a `continue` has two back-edges to two heads (the
-    # condition at the top, and the copy of it at the bottom): the two ranges
-    # overlap without nesting.  Outlining either alone would cut the other;
-    # they are one loop, entered at the first head.
-    spans = sorted(by_head.items())
-    merged = True
-    while merged:
-        merged = False
-        for i, (h1, e1) in enumerate(spans):
-            for j, (h2, e2) in enumerate(spans):
-                if h1 < h2 <= e1 < e2:
-                    spans[i] = (h1, e2)
-                    del spans[j]
-                    merged = True
-                    break
-            if merged:
-                break
-    loops = [Loop(h, e, instrs[h].opname == "FOR_ITER") for h, e in spans]
-    return sorted(loops, key=lambda lp: (lp.head, -lp.end))
+    loops = [Loop(h, max(m), instrs[h].opname == "FOR_ITER", m) for h, m in natural_loops(instrs)]
+    if len(_LOOPS) > 4096:
+        _LOOPS.clear()
+    _LOOPS[id(code)] = (code, loops)
+    return loops
 
 
 def outermost_loop(code: types.CodeType, index: int, visited_heads) -> Optional[Loop]:
     """The outermost outlinable loop of ``code`` containing ``index`` whose head this frame reached."""
     for lp in loops_of(code):
-        if lp.head <= index <= lp.end and lp.head in visited_heads and _outlinable(code, lp):
+        if index in lp and lp.head in visited_heads and _outlinable(code, lp):
             return lp
     return None
 
@@ -404,11 +397,11 @@ def outermost_loop(code: types.CodeType, index: int, visited_heads) -> Optional[
 def _outlinable(code: types.CodeType, lp: Loop) -> bool:
     instrs = decode(code)
     index = {id(i): k for k, i in enumerate(instrs)}
-    for k in range(lp.head, lp.end + 1):
+    for k in lp.members:
         ins = instrs[k]
         if ins.opname in ("YIELD_VALUE", "RETURN_GENERATOR", "SEND"):
             return False
-        if ins.exn is not None and not (lp.head <= index[id(ins.exn.target)] <= lp.end):
+        if ins.exn is not None and not ins.exn.transparent and index[id(ins.exn.target)] not in lp:
             return False  # a try/with around the loop: its handler lives outside the body
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
@@ -479,10 +472,9 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
                 b.emit("POP_TOP", into=b.epilogue)
             b.emit("LOAD_CONST", status, into=b.epilogue)
             b.emit("LOAD_CONST", payload_index, into=b.epilogue)
-        b.emit("PUSH_NULL", into=b.epilogue)
-        b.emit("LOAD_CONST", builtins.locals, into=b.epilogue)
-        b.emit("PRECALL", arg=0, into=b.epilogue)
-        b.emit("CALL", arg=0, into=b.epilogue)
+        b.epilogue.extend(emit.with_null([instr("LOAD_CONST", builtins.locals, positions=b.positions)],
+                                         positions=b.positions))
+        b.epilogue.extend(emit.call(0, positions=b.positions))
         b.emit("BUILD_TUPLE", arg=3, into=b.epilogue)
         b.emit("RETURN_VALUE", into=b.epilogue)
         blocks[key2] = start
@@ -493,13 +485,16 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
             exits.append(target_index)
         return leave(1, exits.index(target_index), depths[target_index])
 
-    for k in range(first, lp.end + 1):
+    falls_out = []
+    for k in sorted(lp.members):
+        if k < first:
+            continue
         ins = instrs[k]
         if ins.target is not None and ins.is_jump:
             t = index[id(ins.target)]
             if t == lp.head:
                 ins.target = leave(0, None, depths[lp.head])
-            elif not (first <= t <= lp.end):
+            elif t not in lp or t < first:
                 ins.target = exit_to(t)
         elif ins.opname == "RETURN_VALUE":
             ret = b.emit("STORE_FAST", "___bg_ret", into=b.epilogue)
@@ -511,10 +506,10 @@ def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) 
             b.emit("BUILD_TUPLE", arg=3, into=b.epilogue)
             b.emit("RETURN_VALUE", into=b.epilogue)
             ins.opname, ins.argval, ins.arg, ins.target = "JUMP", None, None, ret
-    last = instrs[lp.end]
-    if last.opname != "JUMP":  # a conditional back-edge falls through out of the loop
-        fall = b.emit("JUMP", target=exit_to(lp.end + 1), into=[])
-        b.body.insert(lp.end + 1, fall)
+        if ins.opname not in SPEC.terminators and k + 1 not in lp:
+            falls_out.append(k)   # (a conditional back-edge falls through out of the loop)
+    for k in reversed(falls_out):
+        b.body.insert(k + 1, b.emit("JUMP", target=exit_to(k + 1), into=[]))
     out = b.assemble(f"loop_body_at_{lp.head}", "loop_body", exits)
     _CACHE[key] = out
     return out

@@ -10,10 +10,12 @@ Public interface:
 * :func:`assemble` -- Instr list + template code object -> new code object;
 * :func:`stack_effect`, :func:`max_stack_depth`, :func:`live_locals` -- analyses.
 
-CPython version specifics are confined to :mod:`.versions`.
+CPython version specifics are confined to :mod:`.versions`; :mod:`.emit` lowers
+operations (calls, function creation) to the running version's instructions.
 """
 
-from .analysis import find_loops, live_locals, max_stack_depth, stack_depths, stack_effect
+from . import emit
+from .analysis import find_loops, live_locals, max_stack_depth, natural_loops, stack_depths, stack_effect
 from .assemble import assemble
 from .decode import clear_cache, decode
 from .instr import ExnEntry, Instr, copy_instrs, instr
@@ -21,5 +23,5 @@ from .versions import SPEC
 
 __all__ = [
     "Instr", "ExnEntry", "instr", "decode", "clear_cache", "copy_instrs", "assemble",
-    "stack_effect", "max_stack_depth", "live_locals", "stack_depths", "find_loops", "SPEC",
+    "stack_effect", "max_stack_depth", "live_locals", "stack_depths", "find_loops", "natural_loops", "SPEC", "emit",
 ]

@@ -49,6 +49,10 @@ def stack_effect(ins, jump: bool) -> int:
     override = SPEC.effect_overrides.get(ins.opname)
     if override is not None:
         return override
+    if jump:
+        override = SPEC.jump_effect_overrides.get(ins.opname)
+        if override is not None:
+            return override
     return _effect(SPEC.effect_opcode(ins.opname), _effect_arg(ins), bool(jump))
 
 
@@ -252,3 +256,115 @@ def find_loops(instrs) -> list:
             if t <= k:
                 loops.append((t, k))
     return loops
+
+
+def _successors(instrs, index, k, with_exn: bool) -> list:
+    ins = instrs[k]
+    out = []
+    if ins.opname not in SPEC.terminators and k + 1 < len(instrs):
+        out.append(k + 1)
+    if ins.target is not None and ins.is_jump:
+        out.append(index[id(ins.target)])
+    if with_exn and ins.exn is not None:
+        out.append(index[id(ins.exn.target)])
+    return out
+
+
+def natural_loops(instrs) -> list:
+    """The loops of ``instrs`` as ``(head, members)``: for each loop head
+    (the target of backward jumps; a ``FOR_ITER`` for ``for`` loops), the
+    instruction indexes of the loop, however the compiler laid them out.
+
+    Members are the reachable instructions from which a back-edge is
+    reachable without passing the head, plus the exception handlers they
+    jump to that only exception edges reach and that keep the loop's stack
+    (from 3.12 CPython lays a ``with`` block's cleanup out after the loop:
+    it is still the body's).
+    Loops that share instructions without one holding the other (a
+    ``while`` loop whose ``continue`` jumps to a copy of its test) are one
+    loop, entered at the first head.  Outermost first.
+    """
+    n = len(instrs)
+    if not n:
+        return []
+    index = _index_map(instrs)
+    depth = stack_depths(instrs)
+    preds = [[] for _ in range(n)]
+    for k in range(n):
+        if depth[k] < 0:
+            continue
+        for s in _successors(instrs, index, k, True):
+            preds[s].append(k)
+    back = {}
+    for head, src in find_loops(instrs):
+        if depth[src] >= 0:
+            back.setdefault(head, []).append(src)
+    loops = []
+    for head, sources in back.items():
+        # on a cycle through the head: reached from it, and reaching a
+        # back-edge without passing it.  A backward jump whose source the
+        # head does not reach is no loop (from 3.12, a ``with`` block's
+        # handler jumping back to the code after the block).
+        ahead = set()
+        work = [head]
+        while work:
+            k = work.pop()
+            if k in ahead:
+                continue
+            ahead.add(k)
+            work.extend(_successors(instrs, index, k, True))
+        members = {head}
+        work = [s for s in sources if s in ahead]
+        if not work:
+            continue
+        while work:
+            k = work.pop()
+            if k in members or k not in ahead:
+                continue
+            members.add(k)
+            work.extend(preds[k])
+        loops.append([head, members])
+    # one loop for overlapping ones that do not nest
+    merged = True
+    while merged:
+        merged = False
+        loops.sort(key=lambda lp: lp[0])
+        for i, (h1, m1) in enumerate(loops):
+            for j, (h2, m2) in enumerate(loops):
+                if i != j and m1 & m2 and not (m1 <= m2 or m2 <= m1):
+                    loops[i] = [min(h1, h2), m1 | m2]
+                    del loops[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    # code only exception edges reach from the loop: its handlers
+    normal = set()
+    work = [0]
+    while work:
+        k = work.pop()
+        if k in normal:
+            continue
+        normal.add(k)
+        work.extend(_successors(instrs, index, k, False))
+    out = []
+    for head, members in loops:
+        extra = set()
+        # (a handler that unwinds below the loop's own stack handles the
+        # whole loop, as a try around it: 3.12's inlined comprehensions)
+        def handler(k):
+            e = instrs[k].exn
+            if e is not None and not e.transparent and e.depth >= depth[head]:
+                return [index[id(e.target)]]
+            return []
+
+        work = [t for k in members for t in handler(k)]
+        while work:
+            k = work.pop()
+            if k in members or k in extra or k in normal or depth[k] < 0:
+                continue
+            extra.add(k)
+            work.extend(_successors(instrs, index, k, False) + handler(k))
+        out.append((head, frozenset(members | extra)))
+    out.sort(key=lambda lp: (lp[0], -len(lp[1])))
+    return out

@@ -198,6 +198,79 @@ def _fuse(instrs, local_idx):
 
 
 _PLAIN_LOAD_FAST = SPEC.opmap["LOAD_FAST"]
+_PAD = ("END_FOR", "POP_TOP")[:SPEC.for_iter_skips]
+
+
+def _pad_for_iter(instrs):
+    """Make sure each FOR_ITER's target has the ``END_FOR`` pad in front of
+    it that the exhausted FOR_ITER skips (3.12+; see
+    ``VersionSpec.for_iter_skips``).  Decoded code has it; generated code
+    gets one, with a jump over it where the code before falls through."""
+    if not _PAD:
+        return instrs
+    out = None
+    for ins in instrs:
+        if ins.opname != "FOR_ITER":
+            continue
+        seq = out if out is not None else instrs
+        t = next((k for k, x in enumerate(seq) if x is ins.target), None)
+        if t is None:
+            continue   # (reported as a bad jump target later)
+        if t >= len(_PAD) and tuple(x.opname for x in seq[t - len(_PAD):t]) == _PAD:
+            continue
+        if out is None:
+            out = list(instrs)
+            seq = out
+        pos = ins.positions
+        pad = [_pad_instr(name, pos) for name in _PAD]
+        prev = seq[t - 1] if t else None
+        if prev is not None and prev.opname not in SPEC.terminators:
+            pad.insert(0, Instr("JUMP", SPEC.default_opcode["JUMP"], None, None, ins.target,
+                                None, pos, None))
+        seq[t:t] = pad
+    return out if out is not None else instrs
+
+
+def _pad_instr(name, positions):
+    return Instr(name, SPEC.default_opcode[name], None, None, None, None, positions, None)
+
+
+_INVERSE = {"POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE", "POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE",
+            "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE", "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE"}
+
+
+def _forward_conditionals(instrs):
+    """From 3.12 conditional jumps only go forward: a backward one becomes
+    the inverse jump over an unconditional ``JUMP`` back.  Returns the list
+    and ``{id(original jump): its replacement}``."""
+    if all(SPEC.jump_variants.get(name, (None, None))[1] is not None for name in _INVERSE):
+        return instrs, {}
+    where = None
+    turned = {}
+    for k, ins in enumerate(instrs):
+        if ins.opname not in _INVERSE:
+            continue
+        if where is None:
+            where = {id(x): j for j, x in enumerate(instrs)}
+        t = where.get(id(ins.target))
+        if t is None or t > k:
+            continue
+        if k + 1 >= len(instrs):
+            raise ValueError(f"{ins!r} is the last instruction and jumps backwards")
+        inverse = _INVERSE[ins.opname]
+        turned[id(ins)] = Instr(inverse, SPEC.default_opcode[inverse], None, None, instrs[k + 1], None,
+                                ins.positions, ins.exn)
+    if not turned:
+        return instrs, {}
+    result = []
+    for ins in instrs:
+        rep = turned.get(id(ins))
+        if rep is None:
+            result.append(ins)
+        else:
+            result += [rep, Instr("JUMP", SPEC.default_opcode["JUMP"], None, None, ins.target, None,
+                                  ins.positions, ins.exn)]
+    return result, turned
 
 
 def _fuse_pair(name, a, b, targets, local_idx):
@@ -282,7 +355,11 @@ def assemble(instrs, template, **replace):
     local_idx = _local_resolver(localsplus_names(varnames, cellvars, freevars), template)
 
     instrs, fused = _fuse(instrs, local_idx)
-    if fused:
+    lowered, turned = _forward_conditionals(instrs)
+    fused.update(turned)
+    padded = _pad_for_iter(lowered)
+    if fused or padded is not instrs:
+        instrs = padded
         n = len(instrs)
         kinds = [arg_kind[ins.opname] for ins in instrs]
 
@@ -327,8 +404,11 @@ def assemble(instrs, template, **replace):
         offs[n] = acc
         changed = False
         for k, t in jumps:
+            land = offs[t]
+            if instrs[k].opname == "FOR_ITER":
+                land -= spec.for_iter_skips   # the END_FOR pad (see _pad_for_iter)
             op, a = spec.encode_jump(instrs[k].opname, (offs[k] + units[k]) * unit,
-                                     offs[t] * unit)
+                                     land * unit)
             ops[k] = op
             args[k] = a
             need = _ext_count(a)
@@ -351,7 +431,7 @@ def assemble(instrs, template, **replace):
         code.extend(b"\0\0" * cache_counts[ops[k]])
 
     linetable = encode_linetable(((ins.positions, units[k]) for k, ins in enumerate(instrs)),
-                                 firstlineno)
+                                 firstlineno, spec.merge_locations)
     exn_rows = []
     cur = None
     cur_start = 0
@@ -370,6 +450,7 @@ def assemble(instrs, template, **replace):
     if "co_stacksize" not in replace:
         have_arg = spec.have_argument
         overrides = spec.effect_overrides
+        jump_overrides = spec.jump_effect_overrides
         effects = []
         for k, ins in enumerate(instrs):
             op = ops[k]
@@ -378,8 +459,12 @@ def assemble(instrs, template, **replace):
             if o is not None:
                 effects.append((o, o))
             else:
-                effects.append((_effect(op, a, False),
-                                _effect(op, a, True) if kinds[k] == ARG_JUMP else 0))
+                j = 0
+                if kinds[k] == ARG_JUMP:
+                    j = jump_overrides.get(ins.opname)
+                    if j is None:
+                        j = _effect(op, a, True)
+                effects.append((_effect(op, a, False), j))
         replace["co_stacksize"] = max_stack_depth(instrs, effects, index)
 
     return template.replace(

@@ -72,6 +72,7 @@ def _decode(code) -> tuple:
     alias_masks = spec.alias_masks
     splits = spec.splits
     default_opcode = spec.default_opcode
+    for_iter_skips = spec.for_iter_skips
 
     positions = list(code.co_positions())
     interned = {}
@@ -124,8 +125,10 @@ def _decode(code) -> tuple:
                 argval = localsplus[arg]
             elif kind == ARG_JUMP:
                 argval = None
-                jumps.append((len(instrs),
-                              spec.jump_target_offset(op, arg, end * unit) // unit))
+                tgt = spec.jump_target_offset(op, arg, end * unit) // unit
+                if name == "FOR_ITER":
+                    tgt += for_iter_skips   # past END_FOR (see VersionSpec.for_iter_skips)
+                jumps.append((len(instrs), tgt))
             elif kind == ARG_COMPARE:
                 argval = cmp_op[arg >> cmp_shift]
             elif kind == ARG_FORMAT:

@@ -45,6 +45,14 @@ class ExnEntry:
         self.depth = depth
         self.lasti = bool(lasti)
 
+    @property
+    def transparent(self) -> bool:
+        """Whether this handler only passes exceptions on: 3.12+ wrap every
+        generator body in one that turns an escaping StopIteration into
+        RuntimeError (PEP 479) and re-raises.  Code under it is not inside
+        any try/with block of the program's."""
+        return self.target.opname == "STOPITERATION_ERROR"
+
     def _key(self):
         return (id(self.target), self.depth, self.lasti)
 

@@ -85,14 +85,32 @@ def _loc_svarint(out: bytearray, val: int) -> None:
     _loc_varint(out, ((-val) << 1) | 1 if val < 0 else val << 1)
 
 
-def encode_linetable(items, firstlineno: int) -> bytes:
+def _merged(items):
+    prev, total = None, 0
+    for pos, units in items:
+        key = None if pos is None or pos[0] is None else tuple(pos)
+        if total and key == prev:
+            total += units
+            continue
+        if total:
+            yield prev, total
+        prev, total = key, units
+    if total:
+        yield prev, total
+
+
+def encode_linetable(items, firstlineno: int, merge: bool = False) -> bytes:
     """Encode the location table.
 
     ``items`` yields ``(positions, units)`` per instruction, where
     ``positions`` is a ``(lineno, end_lineno, col, end_col)`` tuple (members
     may be None) or None for "no location", and ``units`` counts all code
-    units of the instruction (EXTENDED_ARGs and caches included).
+    units of the instruction (EXTENDED_ARGs and caches included).  With
+    ``merge`` (CPython 3.12+), consecutive instructions at the same location
+    share entries, as CPython's compiler writes them.
     """
+    if merge:
+        items = _merged(items)
     out = bytearray()
     cur_line = firstlineno
     for pos, units in items:

@@ -14,6 +14,10 @@ lives here, so that the decoder, assembler and analyses are version-free:
   ``LOAD_FAST_LOAD_FAST`` = two ``LOAD_FAST``, ``BINARY_SLICE`` =
   ``BUILD_SLICE 2`` + ``BINARY_SUBSCR``); the assembler fuses them back
   where the decoder split them, so round trips stay byte-identical;
+* jump targets where execution lands: from 3.12 an exhausted ``FOR_ITER``
+  skips the ``END_FOR`` (3.13: ``END_FOR, POP_TOP``) its oparg points at, so
+  the decoded target is the instruction after them and the assembler keeps
+  that pad in front of it (``for_iter_skips``);
 * how each normalized op's argument is interpreted (constant index, name
   index with flag bits, localsplus index, jump, comparison, ...);
 * inline cache sizes, EXTENDED_ARG, how relative jumps are measured;
@@ -96,6 +100,14 @@ class VersionSpec:
     #: how many instructions follow FOR_ITER's exhaustion target that the
     #: exhausted FOR_ITER skips (0 in 3.11; END_FOR in 3.12; END_FOR, POP_TOP in 3.13)
     for_iter_skips: int = 0
+    #: normalized name -> stack effect on its jump edge replacing dis's
+    jump_effect_overrides: dict = None
+    #: COMPARE_OP's flag bit asking for the result as a bool (3.13: the
+    #: compiler drops the TO_BOOL of ``if a < b``), or 0
+    compare_bool_bit: int = 0
+    #: whether the location table merges consecutive instructions at one
+    #: location into shared entries (3.12+)
+    merge_locations: bool = False
     #: normalized name -> the real opcodes it may keep from ``Instr.opcode``
     #: when assembled (LOAD_FAST vs LOAD_FAST_CHECK)
     variant_opcodes: dict = None
@@ -353,6 +365,13 @@ def _build() -> VersionSpec:
         make_function_flags="SET_FUNCTION_ATTRIBUTE" not in opmap,
         for_iter_skips=for_iter_skips,
         variant_opcodes=variant_opcodes,
+        # From 3.12 an exhausted FOR_ITER pops the iterator and jumps past the
+        # END_FOR at its target (dis counts the jump as reaching END_FOR with
+        # a dummy value pushed); the decoder makes the landing point the
+        # target, with the 3.11 effect.
+        jump_effect_overrides={"FOR_ITER": -1} if for_iter_skips else {},
+        merge_locations=version >= (3, 12),
+        compare_bool_bit=16 if compare_shift == 5 else 0,
     )
 
 

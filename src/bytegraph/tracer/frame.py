@@ -26,6 +26,7 @@ from .ops_control import ControlOps
 from .ops_data import DataOps
 from .ops_locals import LocalOps
 from .ops_stack import StackOps
+from .registry import serves_running
 
 _CODE_INFO: Dict[types.CodeType, tuple] = {}
 
@@ -260,8 +261,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         send = self.instrs[self.index_of[id(self.yield_ins)] - 1]
         self.suspended = self.returned = False
         self.stack.pop()
-        self.stack[-1] = result
-        self.jump_to(send.target)
+        self.yield_from_returned(result, send)
         self.run()
 
     # -- run loop ----------------------------------------------------------------
@@ -407,6 +407,14 @@ BREAKING_OPCODES = {
     "MATCH_CLASS": "class patterns in match statements are not traced (they call __match_args__ lookups "
                    "and isinstance natively)",
     "PRINT_EXPR": "only the interactive interpreter emits it",
+    # 3.12+
+    "CALL_INTRINSIC_1": "PEP 695 type parameters and aliases are not traced",
+    "CALL_INTRINSIC_2": "PEP 695 type parameters are not traced",
+    "INTERPRETER_EXIT": "never in a code object a program makes",
+    "RESERVED": "never in a code object a program makes",
+    # 3.13
+    "ENTER_EXECUTOR": "the JIT's marker, never in co_code",
+    "EXIT_INIT_CHECK": "only in specialized instructions, never in co_code",
 }
 
 
@@ -416,12 +424,14 @@ def _unsupported_opcode(frame, ins):
                       hint=BREAKING_OPCODES.get(ins.opname, ""))
 
 
-#: opname -> handler: every method of Frame named like an opcode
-DISPATCH = {name: getattr(Frame, name) for name in dir(Frame) if name.isupper() and not name.startswith("_")}
+#: opname -> handler: every method of Frame named like an opcode that serves
+#: the running interpreter (see :mod:`.registry`)
+DISPATCH = {name: getattr(Frame, name) for name in dir(Frame)
+            if name.isupper() and not name.startswith("_") and serves_running(getattr(Frame, name))}
 
 #: what an ``except SomeError:`` clause runs before it re-raises an exception
 #: it does not match: enough to close a generator paused inside one
 SILENT_DISPATCH = {name: DISPATCH[name] for name in (
     "PUSH_EXC_INFO", "POP_EXCEPT", "RERAISE", "CHECK_EXC_MATCH", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_FAST",
     "LOAD_CONST", "BUILD_TUPLE", "COPY", "SWAP", "POP_TOP", "NOP", "PUSH_NULL", "POP_JUMP_IF_FALSE",
-    "POP_JUMP_IF_TRUE")}
+    "POP_JUMP_IF_TRUE", "TO_BOOL", "STOPITERATION_ERROR") if name in DISPATCH}

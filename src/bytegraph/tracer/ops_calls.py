@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import Unsupported
+from ..bytecode import SPEC
+from ..errors import Unsupported, UserException
+from .registry import serves
 from ..values.constants import NONE, is_none
 from ..values.base import NullValue
 from ..values.cells import CellValue
@@ -36,16 +38,25 @@ def _is_plain_function(fn) -> bool:
 
 
 class CallOps:
+    @serves(until=(3, 12))
     def KW_NAMES(self, ins):
         self.kw_names = ins.argval
+
+    @serves(since=(3, 13))
+    def CALL_KW(self, ins):
+        # the names are a tuple on the stack, above the arguments
+        self.kw_names = self.stack.pop().as_constant()
+        self.CALL(ins)
 
     def CALL(self, ins):
         argc = ins.arg
         args = self.popn(argc)
-        second = self.stack.pop()   # callable (NULL below) or self (method below)
-        first = self.stack.pop()    # NULL or callable
+        second = self.stack.pop()   # callable or self, or NULL (above the callable from 3.13)
+        first = self.stack.pop()    # NULL (below the callable up to 3.12) or callable or method
         if isinstance(first, NullValue):
             fn = second
+        elif isinstance(second, NullValue):
+            fn = first
         else:
             fn = first
             args = [second] + args
@@ -64,7 +75,9 @@ class CallOps:
         kwargs = self.stack.pop() if ins.arg & 1 else None
         args = self.stack.pop()
         fn = self.stack.pop()
-        if self.stack and isinstance(self.stack[-1], NullValue):
+        if isinstance(fn, NullValue):     # 3.13: the NULL sits above the callable
+            fn = self.stack.pop()
+        elif self.stack and isinstance(self.stack[-1], NullValue):
             self.stack.pop()
         arg_list = args.unpack(self)
         self.calling_directly = _is_user_callable(fn)
@@ -78,12 +91,26 @@ class CallOps:
         self.stack.append(fn.call(self, arg_list, kw))
 
     def MAKE_FUNCTION(self, ins):
-        flags = ins.arg
+        flags = ins.arg or 0    # 3.13 sets the parts after (SET_FUNCTION_ATTRIBUTE)
         code = self.stack.pop().as_constant()
         closure = self.stack.pop() if flags & 0x08 else None
         annotations = self.stack.pop() if flags & 0x04 else None
         kwdefaults = self.stack.pop() if flags & 0x02 else None
         defaults = self.stack.pop() if flags & 0x01 else None
+        self.stack.append(self._make_function(code, closure, annotations, kwdefaults, defaults))
+
+    @serves(since=(3, 13))
+    def SET_FUNCTION_ATTRIBUTE(self, ins):
+        fn = self.stack.pop()
+        value = self.stack.pop()
+        if not isinstance(fn, NestedFunctionValue) or fn.made_parts is None:
+            raise Unsupported("SET_FUNCTION_ATTRIBUTE on a function not just made", kind="internal")
+        parts = dict(fn.made_parts)
+        parts[ins.arg] = value
+        new = self._make_function(fn.code, parts.get(0x08), parts.get(0x04), parts.get(0x02), parts.get(0x01))
+        self.stack.append(new)
+
+    def _make_function(self, code, closure, annotations, kwdefaults, defaults):
         cells = []
         if closure is not None:
             cells = closure.unpack(self)
@@ -95,7 +122,12 @@ class CallOps:
             raise Unsupported("keyword defaults that are not a dict", kind="internal")
         fn = NestedFunctionValue(code, self.f_globals, defaults, kwdefaults, cells, code.co_qualname)
         fn.annotations = annotations
-        self.stack.append(fn)
+        # what 3.13's SET_FUNCTION_ATTRIBUTE may still add to it (the value is
+        # made anew then: nothing has seen this one)
+        fn.made_parts = {bit: part for bit, part in
+                         ((0x08, closure), (0x04, annotations), (0x02, kwdefaults), (0x01, defaults))
+                         if part is not None}
+        return fn
 
     # -- generators (a frame paused at each yield, see GeneratorValue) ------------
     def RETURN_GENERATOR(self, ins):
@@ -128,10 +160,46 @@ class CallOps:
             item = it.next(self)
             result = NONE
         if item is None:
-            self.stack[-1] = result
-            self.jump_to(ins.target)
+            self.yield_from_returned(result, ins)
         else:
             self.stack.append(item)
+
+    def yield_from_returned(self, result, send) -> None:
+        """The delegate of ``yield from`` (on top of the stack) returned
+        ``result``: go on after the ``SEND``."""
+        if SPEC.has_op("END_SEND"):
+            self.stack.append(result)   # 3.12+: END_SEND at the target drops the delegate
+        else:
+            self.stack[-1] = result
+        self.jump_to(send.target)
+
+    @serves(since=(3, 12))
+    def END_SEND(self, ins):
+        value = self.stack.pop()
+        self.stack[-1] = value
+
+    @serves(since=(3, 12))
+    def CLEANUP_THROW(self, ins):
+        # an exception thrown into a ``yield from``: the delegate's
+        # StopIteration is its return value; anything else goes on
+        exc = self.stack.pop()
+        self.stack.pop()    # the value last sent
+        self.stack.pop()    # the delegate
+        from ..values.objects import ExceptionValue
+        if isinstance(exc, ExceptionValue) and issubclass(exc.python_type(), StopIteration):
+            self.stack.append(NONE)
+            self.stack.append(exc.get_attr(self, "value"))
+            return
+        raise UserException(exc)
+
+    @serves(since=(3, 12))
+    def STOPITERATION_ERROR(self, ins):
+        # a generator's body let StopIteration escape: Python makes it a
+        # RuntimeError (PEP 479); 3.11 did this inside the interpreter
+        exc = self.stack[-1]
+        from ..values.objects import ExceptionValue
+        if isinstance(exc, ExceptionValue) and issubclass(exc.python_type(), (StopIteration, StopAsyncIteration)):
+            raise Unsupported("StopIteration escaping a generator", kind="generator")
 
     def RETURN_VALUE(self, ins):
         self.return_value = self.stack.pop()

@@ -12,6 +12,7 @@ import types
 import torch
 
 from ..errors import Unsupported, UserException
+from .registry import serves
 from ..sources import AttrSource, ObjectSource, TypeSource
 from ..values.constants import NONE, const, is_none
 from ..values.containers import IteratorValue
@@ -57,12 +58,19 @@ class ControlOps:
         if not is_none(self.stack.pop()):
             self.jump_to(ins.target)
 
+    @serves(since=(3, 13))
+    def TO_BOOL(self, ins):
+        # the truth test 3.13 splits off the jumps (a break here resumes at the jump)
+        self.stack.append(const(self.stack.pop().truth(self)))
+
+    @serves(until=(3, 11))
     def JUMP_IF_TRUE_OR_POP(self, ins):
         if self.stack[-1].truth(self):
             self.jump_to(ins.target)
         else:
             self.stack.pop()
 
+    @serves(until=(3, 11))
     def JUMP_IF_FALSE_OR_POP(self, ins):
         if not self.stack[-1].truth(self):
             self.jump_to(ins.target)
@@ -70,6 +78,12 @@ class ControlOps:
             self.stack.pop()
 
     # -- iteration -------------------------------------------------------------
+    @serves(since=(3, 12))
+    def END_FOR(self, ins):
+        # (only reached natively: an exhausted FOR_ITER skips it, see
+        # bytecode.versions' for_iter_skips)
+        raise Unsupported("END_FOR reached in the trace", kind="internal")
+
     def GET_ITER(self, ins):
         v = self.stack.pop()
         self.stack.append(v if isinstance(v, IteratorValue) else v.get_iter(self))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import operator
 
+from ..bytecode import SPEC
 from ..errors import Unsupported
 from ..values.constants import const
 from ..values.generators import LazyIteratorValue
@@ -12,6 +13,7 @@ from ..values.containers import DictValue, ListValue, SetValue, SliceValue, Tupl
 from ..values.operators import (BINARY_OP_FUNCS, binary_op, compare, contains, delitem, getitem,
                                 same_object, setitem, unary_op)
 from ..values.tensors import TensorValue
+from .registry import serves
 
 
 class DataOps:
@@ -24,7 +26,10 @@ class DataOps:
     def COMPARE_OP(self, ins):
         b = self.stack.pop()
         a = self.stack.pop()
-        self.stack.append(compare(self, ins.argval, a, b))
+        result = compare(self, ins.argval, a, b)
+        if ins.arg & SPEC.compare_bool_bit:
+            result = const(result.truth(self))   # 3.13's ``if a < b`` (see versions.compare_bool_bit)
+        self.stack.append(result)
 
     def IS_OP(self, ins):
         b = self.stack.pop()
@@ -213,14 +218,31 @@ class DataOps:
             self.stack.append(const(None))
 
     # -- strings ---------------------------------------------------------------------
+    @serves(until=(3, 12))
     def FORMAT_VALUE(self, ins):
-        spec = self.stack.pop().as_constant() if ins.arg & 0x04 else ""
+        spec = self.stack.pop() if ins.arg & 0x04 else None
         value = self.stack.pop()
+        self.stack.append(self._format(value, ins.arg & 0x03, spec))
+
+    @serves(since=(3, 13))
+    def CONVERT_VALUE(self, ins):
+        self.stack.append(self._format(self.stack.pop(), ins.arg, None, convert_only=True))
+
+    @serves(since=(3, 13))
+    def FORMAT_SIMPLE(self, ins):
+        self.stack.append(self._format(self.stack.pop(), 0, None))
+
+    @serves(since=(3, 13))
+    def FORMAT_WITH_SPEC(self, ins):
+        spec = self.stack.pop()
+        self.stack.append(self._format(self.stack.pop(), 0, spec))
+
+    def _format(self, value, conv: int, spec, convert_only: bool = False):
+        """An f-string part: ``value`` converted (1 str, 2 repr, 3 ascii), then formatted with ``spec``."""
         if isinstance(value, TensorValue) or not value.is_constant():
             raise Unsupported(f"formatting a {value.type_name()} in an f-string", kind="unsupported_format",
                               hint="only constants can be formatted inside compiled functions")
         v = value.as_constant()
-        conv = ins.arg & 0x03
         try:
             if conv == 1:
                 v = str(v)
@@ -228,10 +250,12 @@ class DataOps:
                 v = repr(v)
             elif conv == 3:
                 v = ascii(v)
-            text = format(v, spec)
+            if convert_only:
+                return const(v)
+            text = format(v, "" if spec is None else spec.as_constant())
         except Exception as e:  # noqa: BLE001 - a bad spec ("{1:,,}"), a too long int: the program's error
             self.raise_python_exception(e)
-        self.stack.append(const(text))
+        return const(text)
 
     def BUILD_STRING(self, ins):
         parts = self.popn(ins.arg)

@@ -13,9 +13,23 @@ import sys
 from ..errors import Unsupported
 from ..guards import Guard
 from ..sources import (BuiltinSource, GlobalSource, ItemSource, LocalSource, ObjectSource, RootCellSource)
-from ..values.base import NULL, check_release, finalizer_reachable, has_finalizer
+from ..bytecode import SPEC
+from ..values.base import NULL, NullValue, Value, check_release, finalizer_reachable, has_finalizer
 from ..values.cells import CellValue, EMPTY
 from ..values.objects import DELETED, PythonModuleValue
+from .registry import serves
+
+
+
+class _NamespaceValue(Value):
+    """What ``LOAD_LOCALS`` pushes in a class body: the namespace the trace
+    keeps, consumed at once by ``LOAD_FROM_DICT_OR_*`` (never rebuilt)."""
+
+    def reconstruct(self, cg):
+        raise Unsupported("a class body's namespace on the stack", kind="unreconstructable")
+
+
+_NAMESPACE = _NamespaceValue()
 
 
 class LocalOps:
@@ -38,9 +52,25 @@ class LocalOps:
         self.stack.append(self.load_local(ins.argval))
 
     def STORE_FAST(self, ins):
+        if isinstance(self.stack[-1], NullValue):
+            # 3.12+ inlined comprehension restoring a variable that was unbound
+            # before it (see LOAD_FAST_AND_CLEAR)
+            self.stack.pop()
+            self.locals.pop(ins.argval, None)
+            return
         self._dropping_local(ins.argval, replacement=self.stack[-1])
         self.unrealized.pop(ins.argval, None)
         self.locals[ins.argval] = self.stack.pop()
+
+    @serves(since=(3, 12))
+    def LOAD_FAST_AND_CLEAR(self, ins):
+        # an inlined comprehension saving the outer binding of its variable
+        # (NULL if unbound) and unbinding it; STORE_FAST puts it back after
+        name = ins.argval
+        if name in self.unrealized:
+            self.load_local(name)
+        value = self.locals.pop(name, None)
+        self.stack.append(NULL if value is None else value)
 
     def DELETE_FAST(self, ins):
         self._dropping_local(ins.argval)
@@ -89,6 +119,7 @@ class LocalOps:
             for name, cell in zip(names, self.closure):
                 self.locals[name] = cell
 
+    @serves(until=(3, 12))
     def LOAD_CLOSURE(self, ins):
         self.stack.append(self.locals[ins.argval])
 
@@ -172,12 +203,35 @@ class LocalOps:
             from ..values.containers import DictValue
             ns["__annotations__"] = DictValue()
 
+    @serves(until=(3, 11))
     def LOAD_CLASSDEREF(self, ins):
+        self._class_deref(ins)
+
+    @serves(since=(3, 12))
+    def LOAD_LOCALS(self, ins):
+        # a class body's namespace, for LOAD_FROM_DICT_OR_* below
+        self._namespace(ins)
+        self.stack.append(_NAMESPACE)
+
+    @serves(since=(3, 12))
+    def LOAD_FROM_DICT_OR_DEREF(self, ins):
+        # a free variable read in a class body: the namespace first, then the cell
+        if self.stack.pop() is not _NAMESPACE:
+            raise Unsupported("LOAD_FROM_DICT_OR_DEREF on another mapping", kind="unsupported_opcode")
+        self._class_deref(ins)
+
+    def _class_deref(self, ins):
         # a free variable read in a class body: the namespace first, then the cell
         value = self._namespace(ins).get(ins.argval)
         if value is None:
             value = self.locals[ins.argval].read(self)
         self.stack.append(value)
+
+    @serves(since=(3, 12))
+    def LOAD_FROM_DICT_OR_GLOBALS(self, ins):
+        if self.stack.pop() is not _NAMESPACE:
+            raise Unsupported("LOAD_FROM_DICT_OR_GLOBALS on another mapping", kind="unsupported_opcode")
+        self.LOAD_NAME(ins)
 
     def LOAD_BUILD_CLASS(self, ins):
         # ``__build_class__`` from the frame's builtins (never its globals); the
@@ -189,9 +243,20 @@ class LocalOps:
         self.stack.append(self.wrap(builtins["__build_class__"], source))
 
     def LOAD_GLOBAL(self, ins):
+        value = self.load_global(ins.argval)
         if ins.arg is not None and ins.arg & 1:
+            self.push_callable(value)
+        else:
+            self.stack.append(value)
+
+    def push_callable(self, fn) -> None:
+        """Push ``fn`` with a call's NULL beside it (below it up to 3.12, above from 3.13)."""
+        if SPEC.null_after_callable:
+            self.stack.append(fn)
             self.stack.append(NULL)
-        self.stack.append(self.load_global(ins.argval))
+        else:
+            self.stack.append(NULL)
+            self.stack.append(fn)
 
     def STORE_GLOBAL(self, ins):
         if self.side_effects.dict_view_conflict(self.f_globals, writing=True):
@@ -212,9 +277,24 @@ class LocalOps:
         self.stack.append(obj.get_attr(self, ins.argval))
 
     def LOAD_METHOD(self, ins):
+        # (always the bound attribute with a NULL: the call is the same)
         obj = self.stack.pop()
-        self.stack.append(NULL)
-        self.stack.append(obj.get_attr(self, ins.argval))
+        self.push_callable(obj.get_attr(self, ins.argval))
+
+    @serves(since=(3, 12))
+    def LOAD_SUPER_ATTR(self, ins):
+        # ``super().name`` (low bit of the oparg: for a call), ``super(C, self).name``
+        # (bit 2: the two arguments are passed): the super object, then its attribute
+        obj_self = self.stack.pop()
+        cls = self.stack.pop()
+        global_super = self.stack.pop()
+        args = [cls, obj_self] if ins.arg & 2 else []
+        sup = global_super.call(self, args, {})
+        attr = sup.get_attr(self, ins.argval)
+        if ins.arg & 1:
+            self.push_callable(attr)
+        else:
+            self.stack.append(attr)
 
     def STORE_ATTR(self, ins):
         obj = self.stack.pop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 from ..values.base import NULL
+from .registry import serves
 from ..values.constants import ConstantValue
 
 
@@ -19,6 +20,7 @@ class StackOps:
     def RESUME(self, ins):
         pass
 
+    @serves(until=(3, 11))
     def PRECALL(self, ins):
         pass
 

@@ -211,9 +211,9 @@ _GENERIC_GETATTRIBUTE = frozenset(
     if isinstance(t, type) and "__getattribute__" in t.__dict__) | {
     # ``int | None``: C code that forwards only ``__module__`` to the type
     types.UnionType.__dict__["__getattribute__"],
-    # generators: PyObject_GenericGetAttr set on the type itself (``Counter(gen)``
-    # asks ``isinstance(gen, Mapping)``)
-    types.GeneratorType.__dict__["__getattribute__"]}
+    # generators: PyObject_GenericGetAttr set on the type itself up to 3.12
+    # (``Counter(gen)`` asks ``isinstance(gen, Mapping)``)
+    types.GeneratorType.__dict__.get("__getattribute__", object.__getattribute__)}
 
 
 def _has_bases(tx, v: Value) -> bool:

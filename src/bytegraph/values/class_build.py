@@ -417,6 +417,8 @@ def typed_named_tuple_call(tx, args, kwargs) -> Value:
     if len(args) == 2 and kwargs:
         tx.raise_python_exception(TypeError("Either list of fields or keywords can be provided to NamedTuple, "
                                             "not both"))
+    if len(args) < 2 and _FUNCTIONAL_KEYWORDS_WARN:
+        raise Unsupported("typing.NamedTuple() with keyword fields (deprecated: it warns)", kind="class_statement")
     pairs = []
     if len(args) == 2:
         for item in args[1].unpack(tx):
@@ -431,7 +433,7 @@ def typed_named_tuple_call(tx, args, kwargs) -> Value:
     fields = tuple((n.as_constant(), t.as_constant()) for n, t in pairs)
     module = tx.f_globals.get("__name__", "__main__")
     try:
-        template = typing._make_nmtuple(args[0].as_constant(), fields, module=module)
+        template = _make_functional_named_tuple(args[0].as_constant(), fields, module)
     except (TypeError, ValueError) as e:
         tx.raise_python_exception(e)
     value = _FunctionalClassValue(template, _make_functional_named_tuple, (args[0].as_constant(), fields, module))
@@ -440,7 +442,25 @@ def typed_named_tuple_call(tx, args, kwargs) -> Value:
 
 
 def _make_functional_named_tuple(typename, fields, module):
-    return typing._make_nmtuple(typename, fields, module=module)
+    nt = typing._make_nmtuple(typename, fields, module=module)
+    if _FUNCTIONAL_ORIG_BASES:
+        nt.__orig_bases__ = (typing.NamedTuple,)
+    return nt
+
+
+def _probe_functional_named_tuple():
+    """What ``typing.NamedTuple(...)`` of the running Python does beyond
+    ``_make_nmtuple``: set ``__orig_bases__`` (3.12+), warn about keyword
+    fields (3.13+)."""
+    import warnings
+    orig = hasattr(typing.NamedTuple("_Probe", []), "__orig_bases__")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        typing.NamedTuple("_Probe", a=int)
+    return orig, bool(seen)
+
+
+_FUNCTIONAL_ORIG_BASES, _FUNCTIONAL_KEYWORDS_WARN = _probe_functional_named_tuple()
 
 
 class _FunctionalClassValue(ClassValue):

@@ -225,7 +225,7 @@ class NamedTupleValue(TupleValue):
             return self.source.emit_load(cg)
         if id(self.cls) in cg.templates and hasattr(self.cls, "_make"):
             # a namedtuple class made in the trace: this call's own class's _make
-            cg.emit("PUSH_NULL")
+            cg.begin_call()
             cg.load_object(self.cls)
             cg.emit("LOAD_ATTR", "_make")
         else:

@@ -140,7 +140,7 @@ class GeneratorContextValue(Value):
     def reconstruct(self, cg):
         if self.generator is not None:
             raise Unsupported("a @contextmanager object after it was entered", kind="unreconstructable")
-        cg.emit("PUSH_NULL")
+        cg.begin_call()
         cg.reconstruct(self.decorated)
         cg.call_with(self.args, self.kwargs)
 

@@ -288,9 +288,7 @@ class DictViewValue(Value):
 
     def reconstruct(self, cg):
         cg.reconstruct(self.dict_value)
-        cg.emit("LOAD_METHOD", self.kind)
-        cg.emit("PRECALL", arg=0)
-        cg.emit("CALL", arg=0)
+        cg.call_method(self.kind, lambda: 0)
 
 
 def ordered_dict_moved(table: dict, order: tuple) -> collections.OrderedDict:

@@ -151,7 +151,8 @@ class UserFunctionValue(Value):
                 tx.guards.add(Guard("DICT_CONTAINS", AttrSource(self.source, "__dict__"), (name, False)))
             tx.raise_python_exception(AttributeError(f"'function' object has no attribute '{name}'"))
         if self.source is not None and name in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__",
-                                                  "__annotations__", "__closure__", "__self__"):
+                                                  "__annotations__", "__closure__", "__self__",
+                                                  "__type_params__"):
             return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name))
         return super().get_attr(tx, name)
 
@@ -216,7 +217,8 @@ class NestedFunctionValue(Value):
     sources, and new cells as fresh ``CellType`` objects shared by identity.
     """
 
-    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotations")
+    __slots__ = ("code", "f_globals", "defaults", "kwdefaults", "closure", "qualname", "attrs", "annotations",
+                 "made_parts")
 
     def __init__(self, code, f_globals, defaults: Optional[TupleValue], kwdefaults: Optional[DictValue],
                  closure: List[CellValue], qualname: str):
@@ -233,6 +235,9 @@ class NestedFunctionValue(Value):
         #: flattened, or None.  CPython turns it into the ``__annotations__``
         #: dict on first access; so does get_attr (the dict then lives in attrs).
         self.annotations: Optional[Value] = None
+        #: the parts MAKE_FUNCTION was given (flag bit -> value), which 3.13's
+        #: SET_FUNCTION_ATTRIBUTE adds to one by one; None when not made by it
+        self.made_parts: Optional[dict] = None
 
     def python_type(self):
         return types.FunctionType
@@ -251,6 +256,9 @@ class NestedFunctionValue(Value):
         if name == "__doc__":
             first = self.code.co_consts[0] if self.code.co_consts else None
             return const(first if isinstance(first, str) else None)
+        if name == "__type_params__" and hasattr(types.FunctionType, "__type_params__"):
+            # (3.12+; a generic ``def f[T]`` sets them by an intrinsic the trace breaks on)
+            return const(())
         if name == "__annotations__":
             # made once, on first access, and the same dict ever after (edits to it stay)
             d = DictValue()
@@ -323,7 +331,7 @@ class NestedFunctionValue(Value):
                 cg.emit("BUILD_TUPLE", arg=len(self.closure))
                 flags |= 0x08
             cg.load_object(self.code)
-            cg.emit("MAKE_FUNCTION", arg=flags)
+            cg.make_function(flags)
             return
         # Another module's globals: MAKE_FUNCTION would bind the root's globals.
         cg.push_callable(_make_function)

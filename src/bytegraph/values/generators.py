@@ -294,7 +294,7 @@ class GeneratorValue(LazyIteratorValue):
             raise Unsupported("a generator that ran in the trace outlives it", kind="generator_object",
                               hint="the frame runs eagerly, so it gets a real generator")
         func, args, kwargs = self.call
-        cg.emit("PUSH_NULL")
+        cg.begin_call()
         cg.reconstruct(func)
         cg.call_with(args, kwargs)
 

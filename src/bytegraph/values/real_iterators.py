@@ -73,7 +73,10 @@ def iterator_state(it):
     kind = _DICT_ITERATORS.get(t)
     if kind is None:
         reduced = it.__reduce__()
-        return ("at", reduced[2]) if len(reduced) == 3 else ("exhausted",)
+        if len(reduced) != 3:
+            return ("exhausted",)
+        # (from 3.12 a range iterator reduces to the range still ahead, at no index)
+        return ("at", reduced[2] if reduced[2] is not None else 0)
     d = iterator_container(it)
     if d is None:
         return ("exhausted",)
