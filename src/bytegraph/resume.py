@@ -197,6 +197,14 @@ class _Builder:
                 ins.opname, ins.argval, ins.arg = "NOP", None, None
             else:
                 break
+        # From 3.12 a plain LOAD_FAST trusts the compiler's proof that the
+        # local is bound; entered in the middle, with locals handed over, the
+        # proof no longer holds: every load checks (an unbound local raises
+        # instead of crashing the interpreter).
+        checked = SPEC.default_opcode["LOAD_FAST"]
+        for ins in self.body:
+            if ins.opname == "LOAD_FAST":
+                ins.opcode = checked
         first = next((i.positions for i in self.body if i.positions and i.positions.lineno), None)
         self.positions = first
         self.prologue: list = []

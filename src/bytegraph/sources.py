@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+from .bytecode import emit
+
 
 class Source:
     """Base class.  Sources are immutable and hashable (used as dict keys)."""
@@ -169,7 +171,7 @@ class RootCellSource(Source):
         return f"cell {self.cell_name}"
 
     def emit_load(self, cg):
-        cg.emit("LOAD_CLOSURE", self.cell_name)
+        cg.instrs.append(emit.load_cell(self.cell_name, positions=cg.positions))
 
 
 class CellContentsSource(Source):

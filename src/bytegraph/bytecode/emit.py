@@ -115,6 +115,14 @@ def call_lead(instrs, index: int) -> int:
     return j
 
 
+def load_cell(name: str, *, positions=None, exn=None) -> "Instr":
+    """Push the cell object of the frame's cell or free variable ``name``
+    (for a closure tuple): ``LOAD_CLOSURE`` up to 3.12, ``LOAD_FAST`` of the
+    cell's slot from 3.13."""
+    op = "LOAD_CLOSURE" if SPEC.has_op("LOAD_CLOSURE") else "LOAD_FAST"
+    return instr(op, name, positions=positions, exn=exn)
+
+
 def make_function(flags: int, *, positions=None, exn=None) -> list:
     """Make a function of the code object on top of the stack, taking the
     values ``flags`` names (MAKE_FUNCTION's bits: 0x08 closure, 0x04

@@ -17,9 +17,9 @@ Example::
 
 from __future__ import annotations
 
-import sys
+from ..bytecode.versions import SPEC
 
-_RUNNING = tuple(sys.version_info[:2])
+_RUNNING = SPEC.version
 
 
 def serves(since=None, until=None):
