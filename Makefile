@@ -1,7 +1,7 @@
 # bytegraph developer entry points.
 #
-#   make demo        create/refresh .venv, then run examples/demo.py
-#   make test        create/refresh .venv (dev + model test deps), then run the test suite
+#   make demo        create/refresh the venv, then run examples/demo.py
+#   make test        create/refresh the venv (dev + model test deps), then run the test suite
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
 #   make bench-zoo   every model of the zoo beside torch.compile (bench/zoo.py), writes bench/zoo.md
@@ -10,12 +10,36 @@
 #   make native      (re)build the native guard checks (done by every target above)
 #   make clean       remove the venv and build/test debris
 #
-# Variables: VENV (default .venv), PYTEST_ARGS (extra pytest arguments),
-# PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, ZOO_ARGS, CPYTHON_ARGS (modules, --jobs, -v), PYTHON (interpreter
-# used to create the venv).
+# Supported: Python 3.11-3.13, torch 2.13.x and 2.14.x.  Each Python/torch
+# combination gets its own venv, so they never clobber one another:
+#   make test                         .venv                        python3.11, torch from requirements-dev.txt
+#   make test PYTHON=python3.12       .venv-3.12                   (likewise python3.13 -> .venv-3.13)
+#   make test TORCH=2.14.1            .venv-3.11-torch2.14.1       the pinned torch replaced by torch==2.14.1
+#   make test PYTHON=python3.12 TORCH=2.14.1   .venv-3.12-torch2.14.1
+#
+# Variables: PYTHON (interpreter that creates the venv; default python3.11, else python3), TORCH (a torch
+# version to install instead of the one pinned in requirements-dev.txt; empty: the pin), VENV (the venv
+# directory; default derived from PYTHON and TORCH as above, any path may be given), PYTEST_ARGS (extra
+# pytest arguments), PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, ZOO_ARGS, CPYTHON_ARGS (modules, --jobs,
+# -v).  Every target uses the venv so chosen.
 
-VENV ?= .venv
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+TORCH ?=
+# The interpreter that creates the venv: $(PYTHON) itself, or, when it does
+# not run because pyenv's shims expose only the global version's commands,
+# that command in the pyenv version that has it.
+PYTHON_EXE := $(shell p='$(PYTHON)'; if "$$p" -c '' >/dev/null 2>&1; then command -v "$$p"; \
+	elif command -v pyenv >/dev/null 2>&1; then v=$$(pyenv whence "$$p" 2>/dev/null | tail -n 1); \
+	[ -n "$$v" ] && echo "$$(pyenv root)/versions/$$v/bin/$$p"; fi)
+# "3.11" for python3.11; empty when there is no such interpreter
+PY_VERSION := $(if $(PYTHON_EXE),$(shell '$(PYTHON_EXE)' -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
+ifneq ($(strip $(TORCH)),)
+VENV ?= .venv-$(PY_VERSION)-torch$(TORCH)
+else ifneq ($(filter-out 3.11,$(PY_VERSION)),)
+VENV ?= .venv-$(PY_VERSION)
+else
+VENV ?= .venv
+endif
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 300
 BENCH_ARGS ?=
@@ -24,8 +48,13 @@ ZOO_ARGS ?=
 
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-# The stamp lives inside the venv, so deleting the venv also forgets it.
-STAMP := $(VENV)/.bytegraph-dev.stamp
+# The stamp lives inside the venv, so deleting the venv also forgets it; it
+# names the requested torch, so asking the same VENV for another one reinstalls.
+STAMP := $(VENV)/.bytegraph-dev$(if $(strip $(TORCH)),-torch$(strip $(TORCH))).stamp
+# requirements-dev.txt as installed: with TORCH, its torch pin replaced by
+# torch==$(TORCH) (a copy kept in the venv; `-e .` in it is relative to the
+# working directory, the repository root)
+DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH)).txt,requirements-dev.txt)
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
@@ -37,14 +66,23 @@ help:
 venv: $(STAMP)
 
 # (Re)install whenever a requirements file or the project metadata changes.
-# A venv whose interpreter is missing or broken is recreated from scratch.
+# A venv whose interpreter is missing or broken is recreated from scratch; one
+# made with another Python version than $(PYTHON)'s is refused (not deleted).
 $(STAMP): requirements-dev.txt pyproject.toml
+	@if [ -z "$(PY_VERSION)" ]; then echo "PYTHON=$(PYTHON): no such interpreter" >&2; exit 1; fi
 	@if ! $(PY) -c 'import sys' >/dev/null 2>&1; then \
-		echo "creating $(VENV) with $(PYTHON)"; \
+		echo "creating $(VENV) with $(PYTHON_EXE) ($(PY_VERSION))"; \
 		rm -rf $(VENV); \
-		$(PYTHON) -m venv $(VENV); \
+		'$(PYTHON_EXE)' -m venv $(VENV); \
+	elif [ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$(PY_VERSION)" ]; then \
+		echo "$(VENV) was made with another Python than $(PYTHON) ($(PY_VERSION)): remove it or set VENV" >&2; \
+		exit 1; \
 	fi
-	$(PIP) install --progress-bar off -r requirements-dev.txt
+ifneq ($(strip $(TORCH)),)
+	sed 's/^torch==.*/torch==$(strip $(TORCH))/' requirements-dev.txt > $(DEV_REQS)
+	@grep -qx 'torch==$(strip $(TORCH))' $(DEV_REQS) || { echo "no torch pin in requirements-dev.txt" >&2; exit 1; }
+endif
+	$(PIP) install --progress-bar off -r $(DEV_REQS)
 	@touch $@
 
 # The native guard checks (src/bytegraph/native/tensor_guard.cpp), compiled

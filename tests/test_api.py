@@ -1,6 +1,7 @@
 """The public surface (issue 2): compile() forms, backends, bad input,
 fullgraph errors, explain(), stats() and logs."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -227,8 +228,12 @@ def test_logs_go_to_stderr_only_and_never_stdout():
         f = bytegraph.compile(lambda x: x * 2, backend="eager")
         f(torch.ones(2)); f(torch.ones(3))
     """)
+    # a bare environment, but the bytegraph under test (this checkout's src), not whichever one the
+    # interpreter has installed
+    src = os.path.dirname(os.path.dirname(os.path.abspath(bytegraph.__file__)))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={"BYTEGRAPH_LOGS": "graph,guards,bytecode,recompiles", "PATH": ""}, timeout=120)
+                          env={"BYTEGRAPH_LOGS": "graph,guards,bytecode,recompiles", "PATH": "", "PYTHONPATH": src},
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     for needle in ("[bytegraph.graph]", "[bytegraph.guards]", "[bytegraph.bytecode]", "[bytegraph.recompiles]"):

@@ -171,6 +171,48 @@ def test_autograd_function_needs_input_grad_and_non_tensor_output(backend, which
                  backend)
 
 
+class OverridesApply(ScaledSquare):
+    """An ``apply`` of its own around torch's: the graph node must call torch's
+    apply, not this override again (whose ``+ 1`` the trace already recorded)."""
+
+    @classmethod
+    def apply(cls, x, k):
+        return super().apply(x, k) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_autograd_function_overridden_apply_calling_super(backend):
+    def f(x):
+        return OverridesApply.apply(x, 2) * 3
+
+    _grads_match(f, lambda: [torch.randn(4, requires_grad=True)], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("how", ["local", "argument", "across_break"])
+def test_autograd_function_apply_as_a_value(backend, how):
+    # ``apply`` is a Python classmethod on torch 2.13 and a C method on 2.14:
+    # held in a variable, passed in, or kept across a graph break, it is the
+    # same one graph node on both
+    def local(x):
+        ap = StraightThroughRound.apply
+        return ap(x * 3).exp()
+
+    def argument(x, ap=StraightThroughRound.apply):
+        return ap(x * 3).exp()
+
+    def across_break(x):
+        ap = StraightThroughRound.apply
+        y = x * 3
+        bytegraph.graph_break()
+        return ap(y).exp()
+
+    fn = {"local": local, "argument": argument, "across_break": across_break}[how]
+    graphs, breaks = (2, 1) if how == "across_break" else (1, 0)
+    be = _grads_match(fn, lambda: [torch.randn(4, requires_grad=True)], backend, graphs=graphs, breaks=breaks)
+    assert any("StraightThroughRound" in str(n.target) for n in be.graphs[-1].graph.nodes)
+
+
 def test_autograd_function_under_no_grad_and_in_module():
     class M(torch.nn.Module):
         def __init__(self):

@@ -83,9 +83,10 @@ def _keeps_alive(v) -> bool:
 def _callee_at(frame) -> Optional[Value]:
     """The callable of ``frame``'s current instruction, a call the break
     stopped before (None for other instructions)."""
+    from .bytecode import emit
     ins = frame.instrs[frame.ip]
-    if ins.opname == "CALL":
-        n = ins.arg + 2
+    if emit.is_call(ins):
+        n = emit.call_operands(ins)
     elif ins.opname == "CALL_FUNCTION_EX":
         n = 2 + (ins.arg & 1) + 1
     else:
@@ -93,7 +94,7 @@ def _callee_at(frame) -> Optional[Value]:
     if len(frame.stack) < n:
         return None
     first, second = frame.stack[-n], frame.stack[-n + 1]
-    return second if isinstance(first, NullValue) else first
+    return second if isinstance(first, NullValue) else first   # (a NULL on either side)
 
 
 def _reads_locals_natively(frame) -> bool:

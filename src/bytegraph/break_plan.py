@@ -30,7 +30,7 @@ import dataclasses
 from typing import Optional
 
 from .errors import BreakRecord, Unsupported
-from .resume import Loop, origin_of, outermost_loop
+from .resume import Loop, origin_of, outermost_loop, super_needs_own_frame
 from .values.base import NullValue, Value
 from .values.cells import CellValue
 
@@ -60,6 +60,8 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         origin = origin_of(frame.code)
         if origin is not None and index < origin.offset and frame.parent is None:
             raise exc  # inside bytegraph's own prologue: splitting there would only recurse
+        if frame.parent is None and super_needs_own_frame(frame.code):
+            raise exc  # no generated function can continue it: the frame runs eagerly
         visited = set(frame.head_steps)
         lp = outermost_loop(frame.code, index, visited)
         if frame.parent is None:
@@ -88,7 +90,7 @@ def plan_break(exc: Unsupported) -> BreakPlan:
         while f.parent is not None:
             if not f.direct_call or (_deferred(f) and not _is_plain_call(f.parent)):
                 outermost_indirect = f
-            inspecting = inspecting or inspects_callers(f.code)
+            inspecting = inspecting or inspects_callers(f.code) or super_needs_own_frame(f.code)
             if inspecting and f.parent.parent is None:
                 # Continuations of inlined frames are called by bytegraph's
                 # code, not by their caller's frame: code that walks up the
@@ -131,8 +133,13 @@ def inspects_callers(code) -> bool:
 
 
 def _is_plain_call(frame) -> bool:
-    """``frame``'s call in progress is a CALL or CALL_FUNCTION_EX instruction."""
-    return frame.ip > 0 and frame.instrs[frame.ip - 1].opname in ("CALL", "CALL_FUNCTION_EX")
+    """``frame``'s call in progress is a call instruction (CALL, 3.13's
+    CALL_KW, CALL_FUNCTION_EX), whose result is the callee's return value."""
+    from .bytecode import emit
+    if frame.ip <= 0:
+        return False
+    ins = frame.instrs[frame.ip - 1]
+    return emit.is_call(ins) or ins.opname == "CALL_FUNCTION_EX"
 
 
 def continued_by_caller(frame) -> bool:

@@ -462,6 +462,8 @@ class BreakEmitter:
             # a NOP cannot raise, so on other versions this changes nothing.
             cg.instrs.append(instr("NOP", positions=cg.positions, exn=exn))
         native = self._native_copy(ins, exn)
+        if exn is not None:
+            native = emit.under_handler(native, exn)
         cg.instrs.extend(native)
         paths = []
         for s, is_jump in self._successor_edges():

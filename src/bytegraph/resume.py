@@ -166,6 +166,23 @@ def uses_zero_arg_super(code: types.CodeType) -> bool:
     return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount > 0
 
 
+def super_needs_own_frame(code: types.CodeType) -> bool:
+    """``code`` may call ``super()`` without arguments and has no positional
+    parameter: CPython answers "super(): no arguments" there, but in a
+    generated function (which takes parameters) it would read one of those.
+    Such code is never continued in a generated function.
+
+    Example::
+
+        >>> class A:
+        ...     def f():
+        ...         super()
+        >>> super_needs_own_frame(A.f.__code__)
+        True
+    """
+    return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount == 0
+
+
 def _identifier_params(params: List[str], instrs) -> List[str]:
     """Parameters renamed where a local's name is not an identifier.
 
@@ -197,6 +214,14 @@ class _Builder:
                 ins.opname, ins.argval, ins.arg = "NOP", None, None
             else:
                 break
+        # From 3.12 a plain LOAD_FAST trusts the compiler's proof that the
+        # local is bound; entered in the middle, with locals handed over, the
+        # proof no longer holds: every load checks (an unbound local raises
+        # instead of crashing the interpreter).
+        checked = SPEC.default_opcode["LOAD_FAST"]
+        for ins in self.body:
+            if ins.opname == "LOAD_FAST":
+                ins.opcode = checked
         first = next((i.positions for i in self.body if i.positions and i.positions.lineno), None)
         self.positions = first
         self.prologue: list = []

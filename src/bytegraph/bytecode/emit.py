@@ -86,6 +86,20 @@ def truth(*, positions=None, exn=None) -> list:
     return []
 
 
+def under_handler(instrs: list, exn) -> list:
+    """``instrs`` (already carrying the handler ``exn``) as the only code
+    of a protected range: with a ``NOP`` under the same handler in front.
+
+    CPython 3.13 unwinds an error that an inlined Python call returns (a
+    CALL, or any instruction once specialized to call Python code) from the
+    instruction *before* the call; its compiler always opens a protected
+    range with a NOP.  Generated code does the same on every version.
+    """
+    if not instrs:
+        return instrs
+    return [instr("NOP", positions=instrs[0].positions, exn=exn)] + list(instrs)
+
+
 def is_call(ins) -> bool:
     """Whether ``ins`` is the instruction that makes a call of the CALL family.
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 import torch
 
 from ..errors import Unsupported, UserException
+from ..torch_compat import FUNCTION_APPLY_PY, bound_apply
 from .base import MethodCallValue, Value
 from .constants import ConstantValue, NONE, const
 from .containers import TupleValue
+from .opaque import OpaqueValue
 
-#: the function behind ``MyFn.apply`` (a classmethod of ``Function``)
-FUNCTION_APPLY = torch.autograd.Function.apply.__func__
+#: the Python function behind ``MyFn.apply`` where it is a Python classmethod
+#: of ``Function`` (None where ``apply`` is the C method: see torch_compat)
+FUNCTION_APPLY = FUNCTION_APPLY_PY
 
 _BASE_SETUP_CONTEXT = torch.autograd.function._SingleLevelFunction.setup_context
 _BASE_VJP = torch.autograd.Function.vjp
@@ -322,9 +325,30 @@ def _check_argument(cls, a: Value) -> None:
 
 
 def _apply_of(cls):
-    """A graph target calling ``cls.apply`` (a fresh bound method on every
-    read, so the class is held by a function fx can name)."""
+    """A graph target calling torch's ``Function.apply`` bound to ``cls`` (what
+    was modelled: never an ``apply`` that ``cls`` overrides, whose own code was
+    traced already; a fresh bound method on every read, so the class is held by
+    a function fx can name)."""
     def apply(*args):
-        return cls.apply(*args)
+        return bound_apply(cls)(*args)
     apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
     return apply
+
+
+class AutogradApplyValue(OpaqueValue):
+    """torch's C ``Function.apply`` bound to a Function subclass: ``MyFn.apply``
+    (or ``super().apply`` in an override) where ``Function.apply`` is the C
+    method itself (torch 2.14; on 2.13 it is a Python classmethod, met as
+    FUNCTION_APPLY in UserFunctionValue.call).  Calling it is
+    ``call_autograd_function``; anything else is what it is for any C method.
+    """
+
+    __slots__ = ("cls_value",)
+
+    def __init__(self, obj, cls_value: Value, source=None):
+        super().__init__(obj, source, f"{obj.__self__.__name__}.apply used other than called",
+                         "autograd_function", "the Function's apply() runs natively between graphs")
+        self.cls_value = cls_value
+
+    def call(self, tx, args, kwargs):
+        return call_autograd_function(tx, self.cls_value, list(args), kwargs)

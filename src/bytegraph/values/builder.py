@@ -25,6 +25,7 @@ from ..errors import Unsupported
 from ..guards import Guard
 from ..resume import Continuation
 from ..sources import AttrSource, ItemSource, ObjectSource, Source
+from ..torch_compat import is_autograd_function_apply
 from .base import Value
 from .constants import LITERAL_TYPES, ConstantValue
 from .containers import (key_of, DictValue, IteratorValue, ListValue, NamedTupleValue, RangeValue, SetValue, SliceValue,
@@ -215,6 +216,13 @@ def wrap(tx, obj, source: Source | None) -> Value:
         from .super_calls import EnvironValue
         tx.guards.add(Guard("ID_MATCH", source, obj))
         return EnvironValue(source)
+    if t is types.BuiltinMethodType and source is not None and is_autograd_function_apply(obj):
+        # ``MyFn.apply`` where that is torch's C method (see torch_compat):
+        # guarded as a C method of its class, so an override replaces it
+        tx.guards.add(Guard("TYPE_MATCH", source, types.BuiltinMethodType))
+        tx.guards.add(Guard("CONSTANT_MATCH", AttrSource(source, "__name__"), obj.__name__))
+        from .autograd_function import AutogradApplyValue
+        return AutogradApplyValue(obj, wrap(tx, obj.__self__, AttrSource(source, "__self__")), source)
     if t is types.BuiltinMethodType and source is not None and not isinstance(obj.__self__, types.ModuleType) \
             and obj.__self__ is not None and builtin_handler_for(obj) is None and _is_bound_method_of(obj):
         return _wrap_bound_builtin(tx, obj, source)
@@ -448,6 +456,12 @@ def wrap_callable_or_object(tx, obj, source):
         fn = wrap(tx, obj.__func__, AttrSource(source, "__func__") if source else None)
         recv = wrap(tx, obj.__self__, AttrSource(source, "__self__") if source else None)
         return BoundMethodValue(fn, recv, source)
+    if is_autograd_function_apply(obj) and t is types.BuiltinMethodType:
+        # torch's C ``Function.apply`` bound to a class (``super().apply`` on torch 2.14)
+        from .autograd_function import AutogradApplyValue
+        cls = obj.__self__
+        return AutogradApplyValue(obj, wrap(tx, cls, AttrSource(source, "__self__")) if source is not None
+                                  else ClassValue(cls), source)
     if isinstance(obj, _FUNCTION_TYPES):
         name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", repr(obj))
         return OpaqueValue(obj, source, f"call to unsupported builtin {name}()", "unsupported_builtin",

@@ -240,34 +240,39 @@ def _reduce_minmax(fn):
     return handler
 
 
+def _plain_number(v) -> bool:
+    return v.is_constant() and type(v.as_constant()) in (int, float, bool)
+
+
 def _sum(tx, args, kwargs):
+    """``sum()``: each item pulled and added as Python does.  CPython adds a
+    leading run of plain ints and floats on a fast path of its own (3.12+:
+    compensated float summation, a different result from repeated ``+``):
+    that run is summed by the real ``sum``; from the first other item on,
+    ``+`` as Python's generic path does."""
     start = kwargs.get("start", args[1] if len(args) > 1 else const(0))
     it = iterate(tx, args[0])
     acc = start
-    # A leading run of number constants (the start included) is summed by the
-    # real sum(): its int and float fast paths are not a chain of additions
-    # (floats are summed with compensation from 3.12); CPython leaves them for
-    # good at the first other item, from which on each item is added as it is
-    # pulled, as here.
-    numbers = [] if _plain_number(acc) else None
+    run = [] if _plain_number(start) else None   # the fast path's items so far
     n = 0
     while (v := it.next(tx)) is not None:
-        if numbers is not None and _plain_number(v):
-            numbers.append(v.as_constant())
-        else:
-            if numbers is not None:
-                acc, numbers = const(sum(numbers, acc.as_constant())), None
-            acc = binary_op(tx, operator.add, acc, v)
         n += 1
         if n > config.max_generator_items:
             raise Unsupported("sum() of an endless iterator", kind="generator")
-    if numbers is not None:
-        acc = const(sum(numbers, acc.as_constant()))
+        if run is not None and _plain_number(v):
+            run.append(v.as_constant())
+            continue
+        if run is not None:
+            if run and any(type(x) is float for x in (start.as_constant(), *run)):
+                # (where the fast path leaves a float sum for the generic
+                # one, its compensation is an interpreter detail)
+                raise Unsupported("sum() of float constants followed by other values", kind="unsupported_builtin")
+            acc = const(sum(run, start.as_constant()))
+            run = None
+        acc = binary_op(tx, operator.add, acc, v)
+    if run is not None:
+        acc = const(sum(run, start.as_constant()))
     return acc
-
-
-def _plain_number(v: Value) -> bool:
-    return v.is_constant() and type(v.as_constant()) in (int, float, bool, complex)
 
 
 def _any_all(fn):
