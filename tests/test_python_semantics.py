@@ -5113,3 +5113,26 @@ def test_super_with_arguments_that_do_not_fit_raises_cpythons_type_error():
         return out
 
     assert_same_clean(f)
+
+
+class _CountingMeta(type):
+    calls = 0
+
+    def __call__(cls, *args, **kwargs):
+        _CountingMeta.calls += 1
+        return type.__call__(cls, *args, **kwargs)
+
+
+class _Counted(metaclass=_CountingMeta):
+    def __init__(self, v):
+        self.v = v
+
+
+def test_calling_a_class_runs_its_metaclass_call():
+    def f():
+        before = _CountingMeta.calls
+        objs = [_Counted(i) for i in range(3)]
+        return _CountingMeta.calls - before, [o.v for o in objs]
+
+    eager, compiled, _, _ = run_both(f)
+    assert compiled == eager == ("ok", (3, [0, 1, 2]))

@@ -508,6 +508,13 @@ def _numpy_type_info(tx, cls, args, kwargs):
 
 def call_type(tx, cls: type, args, kwargs) -> Value:
     """Calling a class object that has no table entry."""
+    if isinstance(cls, type) and type(cls) is not type:
+        from .objects import special_lookup
+        if special_lookup(type(cls), "__call__") is not type.__dict__["__call__"]:
+            # calling the class runs the metaclass's __call__ (which may never
+            # make an instance the usual way): not modelled
+            raise Unsupported(f"calling {cls.__qualname__}, whose metaclass {type(cls).__qualname__} has its own "
+                              "__call__", kind="unsupported_class_call")
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return construct_exception(tx, cls, list(args), dict(kwargs))
     if cls in (staticmethod, classmethod, property):
