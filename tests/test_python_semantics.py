@@ -5123,7 +5123,7 @@ class _CountingMeta(type):
         return type.__call__(cls, *args, **kwargs)
 
 
-class _Counted(metaclass=_CountingMeta):
+class _MetaCounted(metaclass=_CountingMeta):
     def __init__(self, v):
         self.v = v
 
@@ -5131,7 +5131,7 @@ class _Counted(metaclass=_CountingMeta):
 def test_calling_a_class_runs_its_metaclass_call():
     def f():
         before = _CountingMeta.calls
-        objs = [_Counted(i) for i in range(3)]
+        objs = [_MetaCounted(i) for i in range(3)]
         return _CountingMeta.calls - before, [o.v for o in objs]
 
     eager, compiled, _, _ = run_both(f)

@@ -453,14 +453,6 @@ class BreakEmitter:
         if ins.exn is not None:
             handler = instr("NOP", positions=cg.positions)
             exn = _exn_like(ins.exn, handler)
-            # The handler also covers the code unit before the native copy: an
-            # error coming back from a Python frame that the instruction pushed
-            # (CALL of a Python function, a property, __getitem__...) is looked
-            # up at the instruction *before* it on 3.13 (it resumes the caller
-            # at the call's own start, then unwinds from the unit before that).
-            # CPython's own try blocks always start before the operand loads;
-            # a NOP cannot raise, so on other versions this changes nothing.
-            cg.instrs.append(instr("NOP", positions=cg.positions, exn=exn))
         native = self._native_copy(ins, exn)
         if exn is not None:
             native = emit.under_handler(native, exn)
