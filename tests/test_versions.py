@@ -485,3 +485,38 @@ def test_sum_of_floats_matches_the_interpreters_summation():
 
     assert_same(f, t())
     assert bytegraph.compile(lambda: sum([0.1] * 10), backend="eager")() == sum([0.1] * 10)
+
+
+def test_super_method_call_on_a_proxy_breaking_at_the_super_load():
+    # (CPython's test_descr.test_proxy_super) on 3.12+ the break lands on a
+    # LOAD_SUPER_ATTR for a call, which leaves two values: run natively, it
+    # must leave the attribute with its NULL, as a method load does
+    class Proxy(object):
+        def __init__(self, obj):
+            self.__obj = obj
+
+        def __getattribute__(self, name):
+            if name.startswith("_Proxy__"):
+                return object.__getattribute__(self, name)
+            return getattr(self.__obj, name)
+
+    class B(object):
+        def f(self):
+            return "B.f"
+
+    class C(B):
+        def f(self):
+            return super(C, self).f() + "->C.f"
+
+    def run():
+        p = Proxy(C())
+        return C.__dict__["f"](p)
+
+    saved = bytegraph.config.force_transform
+    bytegraph.config.force_transform = True
+    try:
+        compiled, _ = compile_counting(run)
+        assert compiled() == run() == "B.f->C.f"
+        assert bytegraph.stats().frames_transformed >= 1
+    finally:
+        bytegraph.config.force_transform = saved

@@ -525,6 +525,11 @@ class BreakEmitter:
             # and self, depending on the object; the continuation needs a
             # known layout: the attribute with its NULL.
             return emit.attribute_with_null(ins.argval, positions=pos, exn=exn)
+        if ins.opname == "LOAD_SUPER_ATTR" and ins.arg & 1:
+            # (3.12+) likewise for ``super().name`` loaded for a call: the
+            # attribute, then its NULL
+            return [instr("LOAD_SUPER_ATTR", ins.argval, arg=ins.arg & ~1, positions=pos, exn=exn)] + \
+                emit.null_beside(positions=pos, exn=exn)
         return [instr(ins.opname, ins.argval, arg=ins.arg, target=ins.target, positions=pos, exn=exn)]
 
     @staticmethod
@@ -540,13 +545,13 @@ class BreakEmitter:
             pushes = ins.arg
         elif ins.opname == "UNPACK_EX":
             pushes = (ins.arg & 0xFF) + (ins.arg >> 8) + 1
-        elif ins.opname == "LOAD_GLOBAL":
+        elif ins.opname in ("LOAD_GLOBAL", "LOAD_SUPER_ATTR"):
             pushes = 2 if (ins.arg or 0) & 1 else 1
         kept = after - pushes
         mask = tuple(before[:kept]) + (False,) * pushes
         if ins.opname == "LOAD_METHOD":
             mask = tuple(before[:kept]) + emit.NULL_SLOTS
-        elif ins.opname == "LOAD_GLOBAL" and (ins.arg or 0) & 1:
+        elif ins.opname in ("LOAD_GLOBAL", "LOAD_SUPER_ATTR") and (ins.arg or 0) & 1:
             mask = tuple(before[:kept]) + emit.NULL_SLOTS
         elif ins.opname == "PUSH_NULL":
             mask = tuple(before[:kept]) + (True,)  # (a break may land on it: see Frame.break_next)

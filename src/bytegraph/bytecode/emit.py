@@ -158,8 +158,13 @@ def attribute_with_null(name: str, *, positions=None, exn=None) -> list:
     """Replace the object on top of the stack by its attribute ``name``,
     with a NULL on the side :data:`NULL_SLOTS` says: what a method load
     leaves for a plain attribute, as a layout known in advance."""
-    out = [instr("LOAD_ATTR", name, positions=positions, exn=exn),
-           instr("PUSH_NULL", positions=positions, exn=exn)]
+    return [instr("LOAD_ATTR", name, positions=positions, exn=exn)] + null_beside(positions=positions, exn=exn)
+
+
+def null_beside(*, positions=None, exn=None) -> list:
+    """Put a call's NULL beside the callable on top of the stack, on the side
+    :data:`NULL_SLOTS` says."""
+    out = [instr("PUSH_NULL", positions=positions, exn=exn)]
     if not SPEC.null_after_callable:
         out.append(instr("SWAP", arg=2, positions=positions, exn=exn))
     return out
