@@ -44,8 +44,16 @@ class CallOps:
 
     @serves(since=(3, 13))
     def CALL_KW(self, ins):
-        # the names are a tuple on the stack, above the arguments
-        self.kw_names = self.stack.pop().as_constant()
+        # the names are a tuple on the stack, above the arguments (a constant,
+        # or, in a continuation resumed at this call, a tuple handed over)
+        names = self.stack.pop()
+        if not names.is_constant():
+            items = names.unpack(self)
+            if not all(i.is_constant() and type(i.as_constant()) is str for i in items):
+                raise Unsupported("CALL_KW with keyword names that are not constants", kind="internal")
+            self.kw_names = tuple(i.as_constant() for i in items)
+        else:
+            self.kw_names = names.as_constant()
         self.CALL(ins)
 
     def CALL(self, ins):
