@@ -270,6 +270,18 @@ def _successors(instrs, index, k, with_exn: bool) -> list:
     return out
 
 
+def _reachable(instrs, index, start: int, with_exn: bool) -> set:
+    seen = set()
+    work = [start]
+    while work:
+        k = work.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        work.extend(_successors(instrs, index, k, with_exn))
+    return seen
+
+
 def natural_loops(instrs) -> list:
     """The loops of ``instrs`` as ``(head, members)``: for each loop head
     (the target of backward jumps; a ``FOR_ITER`` for ``for`` loops), the
@@ -305,14 +317,7 @@ def natural_loops(instrs) -> list:
         # back-edge without passing it.  A backward jump whose source the
         # head does not reach is no loop (from 3.12, a ``with`` block's
         # handler jumping back to the code after the block).
-        ahead = set()
-        work = [head]
-        while work:
-            k = work.pop()
-            if k in ahead:
-                continue
-            ahead.add(k)
-            work.extend(_successors(instrs, index, k, True))
+        ahead = _reachable(instrs, index, head, True)
         members = {head}
         work = [s for s in sources if s in ahead]
         if not work:
@@ -339,14 +344,7 @@ def natural_loops(instrs) -> list:
             if merged:
                 break
     # code only exception edges reach from the loop: its handlers
-    normal = set()
-    work = [0]
-    while work:
-        k = work.pop()
-        if k in normal:
-            continue
-        normal.add(k)
-        work.extend(_successors(instrs, index, k, False))
+    normal = _reachable(instrs, index, 0, False)
     out = []
     for head, members in loops:
         extra = set()
