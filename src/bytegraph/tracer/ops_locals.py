@@ -215,10 +215,13 @@ class LocalOps:
 
     @serves(since=(3, 12))
     def LOAD_FROM_DICT_OR_DEREF(self, ins):
-        # a free variable read in a class body: the namespace first, then the cell
-        if self.stack.pop() is not _NAMESPACE:
-            raise Unsupported("LOAD_FROM_DICT_OR_DEREF on another mapping", kind="unsupported_opcode")
+        self._pop_namespace(ins)
         self._class_deref(ins)
+
+    def _pop_namespace(self, ins) -> None:
+        """The mapping a ``LOAD_FROM_DICT_OR_*`` reads first: only the class body's own (LOAD_LOCALS)."""
+        if self.stack.pop() is not _NAMESPACE:
+            raise Unsupported(f"{ins.opname} on another mapping", kind="unsupported_opcode")
 
     def _class_deref(self, ins):
         # a free variable read in a class body: the namespace first, then the cell
@@ -229,8 +232,7 @@ class LocalOps:
 
     @serves(since=(3, 12))
     def LOAD_FROM_DICT_OR_GLOBALS(self, ins):
-        if self.stack.pop() is not _NAMESPACE:
-            raise Unsupported("LOAD_FROM_DICT_OR_GLOBALS on another mapping", kind="unsupported_opcode")
+        self._pop_namespace(ins)
         self.LOAD_NAME(ins)
 
     def LOAD_BUILD_CLASS(self, ins):
