@@ -1704,6 +1704,53 @@ def test_object_with_a_finalizer_made_and_dropped_in_the_trace_is_finalized():
     assert _assert_same_no_eager_run(f) == ("ok", [None])
 
 
+def test_a_class_made_in_the_frame_is_not_kept_alive_by_the_guards():
+    # A type guard on an instance of a class made by a class statement in the
+    # function must not hold the class: it (and its methods' cells) die as in
+    # eager Python.
+    import weakref
+
+    refs = []
+
+    def f(x):
+        class Local:
+            def __init__(self, v):
+                self.v = v
+
+        o = Local(x)
+        refs.append(weakref.ref(Local))
+        print("", end="")
+        return o.v + 1
+
+    assert _assert_same_no_eager_run(f, 1) == ("ok", 2)
+    _collect_quietly()
+    assert [r() for r in refs] == [None, None]
+
+
+def test_a_finalizer_reached_through_a_local_class_runs_at_collection():
+    # CPython's support.check_free_after_iterating: the instance lives in a
+    # cycle through its class's __del__ closure; collecting it sets the cell.
+    def check(iter, cls):
+        done = False
+
+        def wrapper():
+            class A(cls):
+                def __del__(self):
+                    nonlocal done
+                    done = True
+                    next(it, None)
+
+            it = iter(A())
+            next(it, None)
+
+        wrapper()
+        _collect_quietly()
+        return done
+
+    assert _assert_same_no_eager_run(check, reversed, list) == ("ok", True)
+    assert _assert_same_no_eager_run(check, iter, list) == ("ok", True)
+
+
 def _count_down(n):
     return _count_down(n - 1) + 1 if n else 0
 

@@ -433,7 +433,7 @@ def _native_spec(expected) -> tuple:
 
 
 def _forget(guard: Guard) -> Guard:
-    if guard.kind in IDENTITY_KINDS:
+    if guard.kind in IDENTITY_KINDS or (guard.kind == "TYPE_MATCH" and _may_die(guard.expected)):
         return Guard(guard.kind, guard.source, _Forgotten(guard.expected))
     return guard
 
@@ -444,6 +444,25 @@ def _contiguous_strides(shape) -> tuple:
         out.append(acc)
         acc *= max(s, 1)
     return tuple(reversed(out))
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+def _may_die(cls) -> bool:
+    """Whether class ``cls`` can be freed while the cache lives: a class made
+    by a class statement that is not reachable as its module's attribute (one
+    defined in a function, or one a later statement of the module replaced).
+
+    Such a class is held weakly by the guards; a static type or a module-level
+    class is bound directly (``type(x) is K`` is the cheapest check).
+    """
+    if not isinstance(cls, type) or not cls.__flags__ & _HEAPTYPE:
+        return False
+    obj = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is not cls
 
 
 def _weakrefable(obj) -> bool:
@@ -503,6 +522,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{bind(warn_ok)}({bind(g.expected)}{lists})"
     e = expr_of(g.source, setup)
     if k == "TYPE_MATCH":
+        if weak_id is not None and _may_die(g.expected):
+            # a class made at run time (a class statement in a function): the
+            # entry must not keep it -- and its closures' cells -- alive
+            return f"id(type({e})) == {weak_id(g.expected)}"
         return f"type({e}) is {bind(g.expected)}"
     if k == "ID_MATCH":
         obj = g.expected
