@@ -2070,6 +2070,40 @@ def test_while_loop_with_continue_and_a_break_inside_a_for_loop():
     assert compiled == eager and fallbacks == 0 and frames > 0
 
 
+def test_continue_inside_a_contextmanager_with_in_a_while_loop_with_breaks():
+    # Program-generator seed 587: a while body's continue inside a
+    # @contextmanager with leaves CPython's inner do-while loop before the
+    # exit call; that loop must not be outlined with the exit on its stack.
+    import contextlib
+
+    log = []
+
+    @contextlib.contextmanager
+    def cm(tag):
+        log.append(("in", tag))
+        try:
+            yield tag * 2
+        finally:
+            log.append(("out", tag))
+
+    def f(y):
+        w, u = 0, 0
+        while w < 3:
+            w += 1
+            buf = io.StringIO()
+            buf.write("x")
+            print("", end="", file=buf)
+            with cm(6) as c:
+                u = (c + y + w) % 101
+                if len(log) > 4:
+                    continue
+            log.append("k")
+        return u, list(log)
+
+    eager, compiled, fallbacks, frames = run_both(lambda: (f(1), log.clear())[0])
+    assert compiled == eager and fallbacks == 0 and frames > 0
+
+
 # ---------------------------------------------------------------------------
 # ---------------------------------------------------------------------------
 # Lazy generators and iterators (issue #12 item 1): a generator made in the

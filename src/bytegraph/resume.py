@@ -430,7 +430,45 @@ def _outlinable(code: types.CodeType, lp: Loop) -> bool:
             return False  # a try/with around the loop: its handler lives outside the body
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return False
-    return True
+    return not _leaves_inside_a_with(instrs, lp, index)
+
+
+def _leaves_inside_a_with(instrs, lp: Loop, index) -> bool:
+    """Whether some way out of ``lp`` leaves a ``with`` statement of the loop
+    before its ``__exit__`` is called, the bound exit still on the stack.
+
+    The body would hand that exit to its caller in the exit's payload, and the
+    exit of a ``@contextmanager`` entered in the trace cannot be rebuilt.  It
+    happens in the do-while loop CPython makes of a ``while`` body: a
+    ``continue`` inside a ``with`` goes back to the loop's test at the top, so
+    the exit call before that jump lies outside the body's natural loop.
+    """
+    depths = stack_depths(instrs)
+    # BEFORE_WITH leaves the exit where the context manager was
+    exit_slots = [depths[k] - 1 for k in lp.members if instrs[k].opname == "BEFORE_WITH"]
+    if not exit_slots:
+        return False
+    first = lp.head + 1 if lp.is_for else lp.head
+    # the ways out of normal flow (a handler re-raising with the exit on the
+    # stack leaves by exception, which a caller's trace never rebuilds)
+    seen, work = set(), [first]
+    while work:
+        k = work.pop()
+        if k in seen or k not in lp:
+            continue
+        seen.add(k)
+        ins = instrs[k]
+        outs = []
+        if ins.opname not in SPEC.terminators and k + 1 < len(instrs):
+            outs.append(k + 1)
+        if ins.target is not None and ins.is_jump:
+            outs.append(index[id(ins.target)])
+        for t in outs:
+            if t == lp.head or (t in lp and t >= first):
+                work.append(t)
+            elif any(depths[t] > slot for slot in exit_slots):
+                return True
+    return False
 
 
 def loop_body_code(code: types.CodeType, lp: Loop, null_mask: Tuple[bool, ...]) -> types.CodeType:
