@@ -191,3 +191,50 @@ def test_disabled_native_checks_generate_python_conditions(monkeypatch):
     fast, slow = _guard_pair([torch.zeros(2)], [frozenset()])
     config.native_guards = False
     assert ".dtype is" in slow.source
+
+
+_AUDIT_PROGRAM = r'''
+import sys, torch, bytegraph
+from bytegraph import native
+assert native.load() is not None, native.status()
+
+def make_act(scale):
+    def act(x, k=2):
+        return torch.relu(x) * scale * k
+    return act
+
+lin = torch.nn.Linear(4, 4)
+
+def f(x, act):
+    return act(lin(x)) + 1
+
+act = make_act(2.0)
+cf = bytegraph.compile(f, backend="eager")
+x = torch.randn(3, 4)
+for _ in range(3):
+    cf(x, act)
+events = []
+sys.addaudithook(lambda event, args: events.append(event) if armed else None)
+armed = True
+out = cf(x, act)
+armed = False
+assert torch.allclose(out, f(x, act))
+print(sorted(set(events)))
+'''
+
+
+@needs_native
+def test_a_cached_call_raises_no_audit_events(tmp_path):
+    # An audit hook (filelock installs one on 3.12+; transformers imports it)
+    # runs on every audited operation: guards reading fn.__code__ or calling
+    # id() paid ~0.25 us per read on every call (3x slower guards on 3.12).
+    import subprocess
+    import sys
+    script = tmp_path / "audit.py"
+    script.write_text(_AUDIT_PROGRAM)
+    env = dict(os.environ)
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -39,7 +39,7 @@ from .guards import (
     _DEFAULT_DEVICE, _NUMERIC_KEY_TYPES, _PRIORITY, _STATE_QUERIES, IDENTITY_KINDS, Guard, GuardSet,
     _Forgotten, _has_numbers, _short, autocast_state, key_types, storages_disjoint, typed,
 )
-from .sources import Source, chain
+from .sources import Source, chain, function_part
 
 
 class CompiledGuard:
@@ -309,12 +309,33 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         return name
 
     var_of: Dict[Source, str] = {}
-    watched: list = []
+    watched: list = []   # (weak reference, owning module's source name or None)
+    ref_names: Dict[int, Tuple[str, Any]] = {}
+    entry: list = []     # the CompiledGuard, once made
 
-    def weak_id(obj, source=None) -> int:
-        """Watch ``obj`` (weakly, once compiled); its id is safe to compare while it lives."""
-        watched.append((obj, _owning_module(obj, source)))
-        return id(obj)
+    def on_death(ref) -> None:
+        if entry:
+            entry[0]._died(ref)
+
+    def weak(obj, source=None) -> str:
+        """An expression that is ``obj`` while it lives: a weak reference,
+        called.  Its death kills the entry (the check never runs against what
+        the reference then returns).  Not ``id(x) == N``: ``id()`` raises an
+        audit event, and with any audit hook installed (``filelock``, which
+        ``transformers`` imports, adds one on 3.12+) each call costs ~200 ns;
+        calling a weak reference costs less than ``id()`` even without one.
+        An object that takes no weak reference is bound strongly."""
+        hit = ref_names.get(id(obj))
+        if hit is None:
+            try:
+                ref = weakref.ref(obj, on_death)
+            except TypeError:
+                return bind(obj)
+            hit = (f"___r{len(ref_names)}()", ref)
+            ref_names[id(obj)] = hit
+            ns[hit[0][:-2]] = ref
+        watched.append((hit[1], _owning_module(obj, source)))
+        return hit[0]
 
     def expr_of(source: Source, setup: list) -> str:
         """Name of a local holding ``source``; appends the assignments it needs."""
@@ -338,7 +359,7 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     native = _native.load()
     for g in ordered:
         setup: list = []
-        cond = _condition(g, expr_of, setup, bind, weak_id, native)
+        cond = _condition(g, expr_of, setup, bind, weak, native)
         lines.append((setup, cond, g, var_of.get(g.source) if g.source is not None else None))
 
     for g in shape_guards:
@@ -360,15 +381,9 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
     log("guards", "guards for %s:\n%s", code.co_name, src)
     lines = [(s, c, _forget(guard), v) for s, c, guard, v in lines]
     compiled = CompiledGuard(check, src, [line[2] for line in lines], ns, lines, fn, closure_param)
-    for obj, module in watched:
-        try:
-            ref = weakref.ref(obj, compiled._died)
-        except TypeError:  # not weakly referenceable: bind it strongly instead
-            ns[f"___keep{len(ns)}"] = obj
-            continue
-        compiled._watchers.append(ref)
-        if module is not None:
-            compiled._module_watchers.append((ref, module))
+    entry.append(compiled)
+    compiled._watchers.extend(ref for _name, ref in ref_names.values())
+    compiled._module_watchers.extend((ref, module) for ref, module in watched if module is not None)
     return compiled
 
 
@@ -465,14 +480,6 @@ def _may_die(cls) -> bool:
     return obj is not cls
 
 
-def _weakrefable(obj) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
-
-
 def _shape_env_lines(g: Guard, expr_of):
     """The shape environment's guards over the symbolic inputs, as guard lines."""
     from .dynamic import SymbolSource
@@ -492,7 +499,7 @@ def _shape_env_lines(g: Guard, expr_of):
     return out
 
 
-def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str:
+def _condition(g: Guard, expr_of, setup, bind, weak=None, native=None) -> str:
     k = g.kind
     if k in _STATE_QUERIES:
         e = g.expected
@@ -508,9 +515,10 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
     if k == "FN_DEFAULTS":
         # the check itself binds arguments with the defaults it was made with
         defaults, kwdefaults = g.expected
-        return f"___fn.__defaults__ is {bind(defaults)} and ___fn.__kwdefaults__ is {bind(kwdefaults)}"
+        return (f"{function_part('___fn', '__defaults__', bind)} is {bind(defaults)} and "
+                f"{function_part('___fn', '__kwdefaults__', bind)} is {bind(kwdefaults)}")
     if k == "FN_CODE":
-        return f"___fn.__code__ is {bind(g.expected)}"
+        return f"{function_part('___fn', '__code__', bind)} is {bind(g.expected)}"
     if k == "AUTOCAST_DEFAULTS":
         device, dtype, cache = g.expected
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"
@@ -522,19 +530,18 @@ def _condition(g: Guard, expr_of, setup, bind, weak_id=None, native=None) -> str
         return f"{bind(warn_ok)}({bind(g.expected)}{lists})"
     e = expr_of(g.source, setup)
     if k == "TYPE_MATCH":
-        if weak_id is not None and _may_die(g.expected):
+        if weak is not None and _may_die(g.expected):
             # a class made at run time (a class statement in a function): the
             # entry must not keep it -- and its closures' cells -- alive
-            return f"id(type({e})) == {weak_id(g.expected)}"
+            return f"type({e}) is {weak(g.expected)}"
         return f"type({e}) is {bind(g.expected)}"
     if k == "ID_MATCH":
-        obj = g.expected
-        if weak_id is not None and _weakrefable(obj):
-            return f"id({e}) == {weak_id(obj, g.source)}"
-        return f"{e} is {bind(obj)}"
+        if weak is None:
+            return f"{e} is {bind(g.expected)}"
+        return f"{e} is {weak(g.expected, g.source)}"
     if k == "FUNCTION_MATCH":
         fn = g.expected
-        return f"id({e}) == {weak_id(fn)} and {e}.__code__ is {bind(fn.__code__)}"
+        return f"{e} is {weak(fn)} and {function_part(e, '__code__', bind)} is {bind(fn.__code__)}"
     if k == "CONSTANT_MATCH":
         v = g.expected
         if v is None or v is True or v is False or v is Ellipsis:

@@ -214,7 +214,7 @@ class AttrSource(Source):
         return (self.base, self.attr)
 
     def guard_expr(self, base_expr, bind):
-        return f"{base_expr}.{self.attr}"
+        return function_part(base_expr, self.attr, bind)
 
     def emit_load(self, cg):
         self.base.emit_load(cg)
@@ -334,6 +334,30 @@ class IteratorPartSource(Source):
 
 #: keys an ItemSource spells as literals (others are bound objects)
 _LITERAL_KEYS = (int, str, bool, float, bytes, type(None), tuple)
+
+
+#: the native accessor of each function attribute whose attribute read raises
+#: the "object.__getattr__" audit event (see native/tensor_guard.cpp)
+_FUNCTION_PARTS = {"__code__": "code_of", "__defaults__": "defaults_of", "__kwdefaults__": "kwdefaults_of"}
+
+
+def function_part(base_expr: str, attr: str, bind) -> str:
+    """Guard text reading ``base_expr.attr``; for ``__code__``, ``__defaults__``
+    and ``__kwdefaults__`` through the native module when it is loaded, so a
+    check does not call every audit hook of the process on each read.
+
+    Example::
+
+        >>> function_part("f", "__name__", str)
+        'f.__name__'
+    """
+    part = _FUNCTION_PARTS.get(attr)
+    if part is not None:
+        from . import native
+        module = native.load()
+        if module is not None and hasattr(module, part):
+            return f"{bind(getattr(module, part))}({base_expr})"
+    return f"{base_expr}.{attr}"
 
 
 def closure_cell_source(fn_source: Source, index: int) -> Source:

@@ -226,9 +226,51 @@ PyObject* distinct(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_TRUE;
 }
 
+// code_of(f), defaults_of(f), kwdefaults_of(f): a function's __code__,
+// __defaults__ and __kwdefaults__ read from the object itself.  Reading them
+// as attributes raises the "object.__getattr__" audit event, which costs a
+// call into every Python audit hook (filelock, which transformers imports,
+// installs one on 3.12+): about 0.25 us per read on every guard check.
+// Anything but a plain function takes the attribute path.
+PyObject* code_of(PyObject*, PyObject* fn) {
+  if (PyFunction_Check(fn)) {
+    PyObject* code = PyFunction_GET_CODE(fn);
+    Py_INCREF(code);
+    return code;
+  }
+  return PyObject_GetAttrString(fn, "__code__");
+}
+
+PyObject* defaults_of(PyObject*, PyObject* fn) {
+  if (PyFunction_Check(fn)) {
+    PyObject* out = PyFunction_GET_DEFAULTS(fn);
+    if (out == nullptr) {
+      Py_RETURN_NONE;
+    }
+    Py_INCREF(out);
+    return out;
+  }
+  return PyObject_GetAttrString(fn, "__defaults__");
+}
+
+PyObject* kwdefaults_of(PyObject*, PyObject* fn) {
+  if (PyFunction_Check(fn)) {
+    PyObject* out = PyFunction_GET_KW_DEFAULTS(fn);
+    if (out == nullptr) {
+      Py_RETURN_NONE;
+    }
+    Py_INCREF(out);
+    return out;
+  }
+  return PyObject_GetAttrString(fn, "__kwdefaults__");
+}
+
 PyMethodDef module_methods[] = {
     {"distinct", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(distinct)), METH_FASTCALL,
      "distinct(*objs) -> bool: no object appears twice"},
+    {"code_of", code_of, METH_O, "code_of(f) -> f.__code__, without the attribute read's audit event"},
+    {"defaults_of", defaults_of, METH_O, "defaults_of(f) -> f.__defaults__, without the audit event"},
+    {"kwdefaults_of", kwdefaults_of, METH_O, "kwdefaults_of(f) -> f.__kwdefaults__, without the audit event"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "bytegraph's native guard checks", -1,
