@@ -520,3 +520,47 @@ def test_super_method_call_on_a_proxy_breaking_at_the_super_load():
         assert bytegraph.stats().frames_transformed >= 1
     finally:
         bytegraph.config.force_transform = saved
+
+
+# -- wt-adv: an inlined comprehension's own cell (3.12+ PEP 709) -------------------
+#
+# A comprehension variable that a lambda in the comprehension captures is a
+# cell: 3.12+ save the frame's cell with LOAD_FAST_AND_CLEAR and MAKE_CELL a
+# new one.  That cell is not the frame's (its writes must not reach the outer
+# variable), and at a break inside the comprehension the continuation's
+# closure takes it.
+
+def _no_print():
+    print("", end="")
+
+
+def test_comprehension_cell_does_not_clobber_the_frames_cell():
+    def f(x):
+        i = x * 2
+        fs = [lambda: i * x for i in range(3)]
+        _no_print()
+        return i, [g() for g in fs]
+
+    assert_same(f, t(), graphs=2, breaks=1)
+
+
+def test_comprehension_cell_lambdas_see_their_own_cell_after_a_break():
+    def f(x):
+        i = 5
+        fs = [(lambda: i) for i in range(3)]
+        g = lambda: i  # noqa: E731 - the frame's cell
+        _no_print()
+        i = 7
+        return [h() for h in fs], g(), x + i
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+def test_comprehension_cell_with_a_break_inside_the_comprehension():
+    def f(x):
+        i = x * 2
+        fs = [lambda: i * x for i in range(3) if _no_print() is None]
+        return i, [g() for g in fs], [(lambda: k)() for k in range(3) if _no_print() is None]
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert_same(f, t(), graphs=None, breaks=None)

@@ -285,7 +285,13 @@ class BreakEmitter:
             return
         # select(fn, *args)(*args): the arguments go to the callee's frame
         # straight from this frame's stack, so nothing else holds them
-        # during the call (see FrameRunner.select)
+        # during the call (see FrameRunner.select).  The function is made
+        # before the arguments: a tail call's ``args_emit`` clears the
+        # temporaries, among them those holding cells its closure takes
+        # (a 3.12+ inlined comprehension's own cell, made in the trace).
+        cg.begin_call()
+        cg.push_callable(self.runner_for(code).select)
+        self.make_function(frame, code)
         extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
@@ -294,9 +300,6 @@ class BreakEmitter:
         temps = [cg.new_temp() for _ in range(argc)]
         for t in reversed(temps):
             cg.emit("STORE_FAST", t)
-        cg.begin_call()
-        cg.push_callable(self.runner_for(code).select)
-        self.make_function(frame, code)
         for t in temps:
             cg.emit("LOAD_FAST", t)
         cg.call(1 + argc)
