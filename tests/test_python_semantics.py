@@ -6,6 +6,7 @@ results, printed output, state of mutated objects, exception types, and
 whether the frame was really transformed rather than run eagerly.
 """
 
+import contextlib
 import enum
 import io
 import sys
@@ -5217,3 +5218,81 @@ def test_calling_a_class_runs_its_metaclass_call():
 
     eager, compiled, _, _ = run_both(f)
     assert compiled == eager == ("ok", (3, [0, 1, 2]))
+
+
+# ---------------------------------------------------------------------------
+# --- wt-adv: locals by name around graph breaks (issue #14 adversarial pass)
+
+
+@torch.compiler.disable
+def _adv_native(v=None):
+    return v
+
+
+def test_eval_at_a_break_sees_only_the_users_locals():
+    # the native eval runs in the transformed frame (or a continuation's):
+    # bytegraph's temporaries and parameters must not be among its locals
+    def f(x):
+        a = 1
+        first = eval("sorted(locals())")
+        print("", end="")
+        return first, eval("sorted(locals())"), float((x + a).sum())
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert assert_same_clean(f, torch.ones(2))[1][:2] == (["a", "x"], ["a", "first", "x"])
+
+
+def test_locals_lists_variables_in_the_codes_order():
+    # CPython: locals, then cells, then free variables -- not the order the
+    # trace happened to bind or read them in
+    def f(x):
+        b = 2
+        a = 1
+        del b
+        y = x + 1
+        b = 3
+
+        def g():
+            return x + c
+        c = 1
+        return list(locals()), float(y.sum())
+
+    assert assert_same_clean(f, torch.ones(2))[1][0] == ["x", "b", "a", "y", "g", "c"]
+
+
+def test_locals_after_an_outlined_loop_lists_every_variable():
+    def f(x):
+        for i in range(2):
+            a = _adv_native(i)
+        return sorted(locals()), list(locals()), len(locals()), float(x.sum())
+
+    assert assert_same_clean(f, torch.ones(2))[1][:3] == (["a", "i", "x"], ["x", "i", "a"], 3)
+
+
+def test_locals_in_an_outlined_loop_body_sees_the_last_iterations_variables():
+    def f(x):
+        out = []
+        for i in range(3):
+            a = _adv_native(i)
+            d = locals()
+            out.append(sorted(d))
+            print("", end="")
+        return out
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert assert_same_clean(f, torch.ones(2))[1][2] == ["a", "d", "i", "out", "x"]
+
+
+def test_loop_variable_bound_in_a_later_iteration_survives_a_break():
+    # the outlined body's first trace saw no ``prev`` in its state dict; the
+    # next iteration's dict has it, and the continuation must get it
+    def f(x):
+        out = []
+        for i in range(3):
+            _adv_native(i)
+            if i > 0:
+                out.append(prev)  # noqa: F821 - bound by the previous iteration
+            prev = i
+        return out, float(x.sum())
+
+    assert assert_same_clean(f, torch.ones(2))[1][0] == [0, 1]

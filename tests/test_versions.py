@@ -564,3 +564,19 @@ def test_comprehension_cell_with_a_break_inside_the_comprehension():
 
     with contextlib.redirect_stdout(io.StringIO()):
         assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a callee writing the caller's locals through f_locals (3.13 PEP 667) ----
+
+def _set_callers_a():
+    import sys
+    sys._getframe(1).f_locals["a"] = 5   # 3.13 writes through; earlier it is lost
+
+
+def test_callee_writing_the_callers_locals_through_f_locals():
+    def f(x):
+        a = 1
+        _set_callers_a()
+        return a, x + a
+
+    assert_same(f, t(), graphs=None, breaks=None)

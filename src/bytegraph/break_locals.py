@@ -51,6 +51,25 @@ def _live_at(frame, index: int):
     return live[index]
 
 
+def user_live_at(code, index: int) -> frozenset:
+    """The locals the user's code may still read at ``index`` of ``code``
+    (a generated code's position mapped back to the user's code it was
+    copied from): plain liveness, where a loop body's final ``locals()``
+    does not count, but the code after the loop does."""
+    origin = origin_of(code)
+    while origin is not None:
+        index -= origin.offset
+        code = origin.base
+        origin = origin_of(code)
+    instrs = decode(code)
+    if not 0 <= index < len(instrs) or _reads_own_locals_by_name(code):
+        return frozenset(code.co_varnames)
+    live = _USER_LIVE.get(code)
+    if live is None:
+        live = _USER_LIVE[code] = live_locals(instrs)
+    return live[index]
+
+
 #: builtins and attributes that read a frame's locals by name
 _LOCALS_BY_NAME = frozenset({"eval", "exec", "locals", "vars", "dir", "breakpoint", "_getframe",
                              "currentframe", "f_locals"})
@@ -64,6 +83,8 @@ def _reads_own_locals_by_name(code) -> bool:
 
 #: code object -> live locals at each instruction index
 _LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: the user's code object -> plain liveness (see user_live_at)
+_USER_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _keeps_alive(v) -> bool:

@@ -18,13 +18,14 @@ import types
 from typing import List, Optional, Tuple
 
 from .bytecode import decode, emit, instr, stack_effect
-from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively
+from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively, user_live_at
 from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
 from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, cell_names, loop_body_code, origin_of, plain_locals,
-                     resume_code)
+                     resume_code, uses_zero_arg_super)
 from .values.base import NullValue, Value
+from .values.cells import CellValue
 from .values.functions import _make_function
 
 
@@ -63,6 +64,17 @@ class FrameState:
             local_names = [n for n in plain_locals(frame.code) if n not in cells and (
                 n in live or n in frame.unrealized or _keeps_alive(frame.locals.get(n)))]
         self.locals = _bound_plain_locals(frame, local_names)
+        if frame.state_source is not None:
+            # A local the user's code may still read but that is unbound here
+            # was absent from the state dict: a later call's dict may hold it
+            # (bound by an earlier iteration of an outlined loop), and the
+            # continuation would lose it, so that call must not reuse this entry.
+            from .guards import Guard
+            bound = {n for n, _ in self.locals}
+            live = user_live_at(frame.code, index)
+            for name in local_names:
+                if name not in bound and name not in frame.state_names and name in live:
+                    frame.guards.add(Guard("DICT_CONTAINS", frame.state_source, (name, False)))
         self.state_dict = state_dict
         #: a local the native instruction deletes: bound in the frame's slot
         #: for it (see BreakEmitter._store_locals), not handed on
@@ -436,6 +448,37 @@ class BreakEmitter:
             cg.reconstruct(v)
             cg.emit("STORE_FAST", name)
 
+    def _locals_from_slots(self, st: FrameState, ins):
+        """Make the frame look like the user's to its native instruction, and
+        take the locals back from their slots after it.
+
+        The instruction may read the frame's locals by name (``eval``,
+        ``locals()``, a callee's ``sys._getframe(1).f_locals``): bytegraph's
+        own temporaries and parameters must not be among them, so they are
+        unbound first.  From 3.13 (PEP 667) a callee may also write them
+        through ``f_locals``: the continuation takes each local from its slot
+        (where :meth:`_store_locals` put it), as the instruction left it.
+
+        Returns the locals for the continuation, or None where something
+        after the instruction still reads a temporary (a handler's saved
+        exception, a cell made in the trace, the first argument for
+        zero-argument ``super()``): then nothing changes."""
+        cg, root = self.cg, self.root
+        code = root.code
+        if st.exc_levels or any(not (isinstance(c, CellValue) and c.is_root_cell) for c in st.cells) \
+                or uses_zero_arg_super(code) or ins.opname == "LOAD_FAST":
+            return None
+        names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
+        names += [n for n in code.co_varnames if n.startswith("___bg_") and n not in names]
+        for name in names:
+            # (bound or not: a store first makes the delete safe)
+            cg.emit("LOAD_CONST", None)
+            cg.emit("STORE_FAST", name)
+            cg.emit("DELETE_FAST", name)
+        cg._temps.clear()
+        cg._tensor_temps.clear()
+        return [(n, NativeSlotValue(n)) for n, _ in st.locals]
+
     def _restore_exc_info(self, outer_prev: Optional[str]) -> None:
         """Leave the handlers entered by _push_stack (the resume function enters them again)."""
         if outer_prev is not None:
@@ -451,6 +494,7 @@ class BreakEmitter:
             raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
         self._store_locals(st)
         outer_prev = self._push_stack(st)
+        slot_locals = self._locals_from_slots(st, ins)
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
@@ -473,7 +517,8 @@ class BreakEmitter:
             levels = [(d, exc) for d, exc in st.exc_levels if d < len(mask)]
             temps = self.save_native_stack(mask, drop={d for d, _ in levels})
             self._restore_exc_info(outer_prev)
-            self.call_resume(root, s, mask, temps, st.locals, tail=True, exc_levels=levels)
+            self.call_resume(root, s, mask, temps, st.locals if slot_locals is None else slot_locals,
+                             tail=True, exc_levels=levels)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
@@ -483,8 +528,10 @@ class BreakEmitter:
             temps = self.save_native_stack(mask, drop={d for d, _ in levels})
             self._restore_exc_info(outer_prev)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True,
-                             exc_levels=levels)
+            handler_locals = FrameState(root, target, []).locals
+            if slot_locals is not None:
+                handler_locals = [(n, NativeSlotValue(n)) for n, _ in handler_locals]
+            self.call_resume(root, target, mask, temps, handler_locals, tail=True, exc_levels=levels)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:

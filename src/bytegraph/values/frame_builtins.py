@@ -40,27 +40,45 @@ def vars_(tx, args, kwargs):
 
 
 def locals_(tx, args, kwargs):
-    """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
-    from .cells import EMPTY, UNREAD
+    """``locals()``: the frame's bound locals and non-empty cells, as a new
+    dict in CPython's order (the code's locals, then its cells, then its free
+    variables: ``localsplus``), whatever order the trace bound them in.
+
+    A generated frame (a continuation, an outlined loop body) lists the
+    user's variables in its base code's order, never bytegraph's own names;
+    one whose locals came in a state dict lists the entries it never touched
+    too (each guarded present), and guards absent the unbound ones."""
+    from .cells import CellValue, EMPTY, UNREAD
     from .base import UnrealizedLocal
+    from ..bytecode.versions import localsplus_names
+    from ..resume import origin_of
     if tx.namespace is not None:
         # a class body's locals() is its namespace itself, written through
         raise Unsupported("locals() in a class body", kind="class_statement",
                           hint="the class statement runs natively between graphs")
-    if tx.state_source is not None:
-        return StateLocalsValue(tx)
-    out = DictValue()
-    for name in tx.code.co_varnames:
-        if name in tx.unrealized:
-            out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
+    origin = origin_of(tx.code)
+    base = origin.base if origin is not None else tx.code
+    order = [n for n in localsplus_names(base.co_varnames, base.co_cellvars, base.co_freevars)
+             if not n.startswith("___bg_")]
+    order += [n for n in tx.unrealized if n not in order and not n.startswith("___bg_")]
     frame_cells = _frame_cells(tx)
-    for name, v in tx.locals.items():
-        if name in frame_cells:
+    out = DictValue()
+    for name in order:
+        v = tx.locals.get(name)
+        if name in frame_cells and isinstance(v, CellValue):
             if v.contents is UNREAD:
                 v.read(tx)
             if v.contents is EMPTY:
                 continue
             v = v.contents
+        elif v is None:
+            if name in tx.unrealized:
+                v = UnrealizedLocal(tx, name)
+            else:
+                if tx.state_source is not None and name not in tx.state_names:
+                    # unbound here; a later call's state dict may hold it
+                    tx.guards.add(Guard("DICT_CONTAINS", tx.state_source, (name, False)))
+                continue
         out.entries[str_key(name)] = (const(name), v)
     return out
 
@@ -68,39 +86,6 @@ def locals_(tx, args, kwargs):
 def _frame_cells(tx) -> frozenset:
     """Names of ``tx``'s own cells (its locals map them to CellValues)."""
     return frozenset(tx.code.co_cellvars) | frozenset(tx.code.co_freevars)
-
-
-class StateLocalsValue(DictValue):
-    """``locals()`` of a generated frame whose locals arrived as a state dict.
-
-    Rebuilt as a copy of the incoming dict updated with what this frame
-    bound or deleted, so entries it never touched need no guard.
-    """
-
-    __slots__ = ("deleted", "state_source")
-
-    def __init__(self, tx):
-        super().__init__()
-        self.state_source = tx.state_source
-        frame_cells = _frame_cells(tx)
-        for name, v in tx.locals.items():
-            if name not in frame_cells:  # (a plain local may hold a cell object)
-                self.entries[str_key(name)] = (const(name), v)
-        self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
-
-    def reconstruct(self, cg):
-        self.state_source.emit_load(cg)
-        cg.call_method("copy", lambda: 0)
-        for k, v in self.entries.values():
-            cg.emit("COPY", arg=1)
-            cg.reconstruct(v)
-            cg.emit("SWAP", arg=2)
-            cg.reconstruct(k)
-            cg.emit("STORE_SUBSCR")
-        for name in self.deleted:
-            cg.emit("COPY", arg=1)
-            cg.load_object(name)
-            cg.emit("DELETE_SUBSCR")
 
 
 def _check_super_args(tx, t, obj) -> None:
