@@ -580,3 +580,25 @@ def test_callee_writing_the_callers_locals_through_f_locals():
         return a, x + a
 
     assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a comprehension in a class body reading an enclosing variable (3.12+) ----
+
+def test_class_body_comprehension_reading_a_variable_the_class_also_binds():
+    # 3.12+ inline it in the class body: ``y`` is then both a fast slot
+    # (saved and restored around the comprehension) and the free variable
+    # the comprehension reads; the class statement runs natively
+    def f(x):
+        y = 5
+
+        class K:
+            y = 1
+            z = y
+            w = [y * 2 for _ in range(2)]
+
+            def get(self):
+                return y
+        _no_print()
+        return K.z, K().get(), K.w, x + 1
+
+    assert_same(f, t(), graphs=None, breaks=None)
