@@ -5296,3 +5296,35 @@ def test_loop_variable_bound_in_a_later_iteration_survives_a_break():
         return out, float(x.sum())
 
     assert assert_same_clean(f, torch.ones(2))[1][0] == [0, 1]
+
+
+@contextlib.contextmanager
+def _adv_cm(log, tag):
+    log.append(("in", tag))
+    try:
+        yield tag * 2
+    finally:
+        log.append(("out", tag))
+
+
+def _adv_gen(n):
+    for i in range(n):
+        yield i
+
+
+def test_break_moved_to_a_generators_call_inside_a_contextmanager_with():
+    # (fuzzer seed 968) the break after the with statement moves to the call
+    # that made the paused generator, inside the @contextmanager's with: it
+    # must move on to the with statement (was an internal error)
+    def f(x):
+        acc = []
+        with _adv_cm(acc, 8):
+            try:
+                pass
+            finally:
+                it = _adv_gen(2)
+                c = next(it)
+        bytegraph.graph_break()
+        return c, acc, x
+
+    assert assert_same_clean(f, 1) == ("ok", (0, [("in", 8), ("out", 8)], 1))
