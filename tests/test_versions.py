@@ -602,3 +602,43 @@ def test_class_body_comprehension_reading_a_variable_the_class_also_binds():
         return K.z, K().get(), K.w, x + 1
 
     assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: the frame's one locals() dict before 3.13 (PEP 667 made it a snapshot) ----
+
+def test_locals_twice_in_a_frame_is_one_dict_before_313_and_two_after():
+    # before 3.13 the second call refreshes and returns the first call's dict
+    def f(x):
+        a = 1
+        d = locals()
+        b = 2
+        d2 = locals()
+        d["a"] = 99
+        return sorted(d), d is d2, a, x + b
+
+    assert_same(f, t())
+
+
+def test_locals_dict_across_a_break_before_313():
+    # a continuation is another frame: before 3.13 its locals() would be a
+    # new dict, so a frame that reads its dict again after a break runs eagerly
+    def f(x):
+        a = 1
+        d = locals()
+        _no_print()
+        b = 2
+        d2 = locals()
+        del a
+        d3 = locals()
+        return sorted(d), d is d2, sorted(d3), x + b
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+def test_exec_then_locals_sees_execs_names_before_313():
+    def f(x):
+        a = 1
+        exec("c = 3")
+        return sorted(locals()), x + a
+
+    assert_same(f, t(), graphs=None, breaks=None)

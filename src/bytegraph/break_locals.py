@@ -75,6 +75,38 @@ _LOCALS_BY_NAME = frozenset({"eval", "exec", "locals", "vars", "dir", "breakpoin
                              "currentframe", "f_locals"})
 
 
+#: names whose use reads the frame's one locals dict (before 3.13, see
+#: BreakEmitter._refuse_splitting_a_frames_locals_dict)
+_FRAME_DICT_NAMES = frozenset({"eval", "exec", "locals", "vars", "dir", "f_locals"})
+_NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_METHOD", "LOAD_DEREF"})
+
+
+def frame_dict_sites(code) -> Tuple[int, ...]:
+    """Indexes of ``code``'s instructions loading a name that reads the
+    frame's locals dict (``locals``, ``eval``, ``.f_locals``, ...)."""
+    sites = _SITES.get(code)
+    if sites is None:
+        if _FRAME_DICT_NAMES.isdisjoint(code.co_names):
+            sites = ()
+        else:
+            sites = tuple(i for i, ins in enumerate(decode(code))
+                          if ins.opname in _NAME_LOADS and ins.argval in _FRAME_DICT_NAMES)
+        _SITES[code] = sites
+    return sites
+
+
+def may_reach_site(code, index: int, sites) -> bool:
+    """A site of ``sites`` may run after instruction ``index`` of ``code``:
+    one lies after it, or a loop closing after it starts at or before one."""
+    if any(s > index for s in sites):
+        return True
+    instrs = decode(code)
+    pos = {id(ins): k for k, ins in enumerate(instrs)}
+    return any(ins.opname.startswith("JUMP_BACKWARD") and k > index and ins.target is not None
+               and pos.get(id(ins.target), k) <= max(sites)
+               for k, ins in enumerate(instrs))
+
+
 def _reads_own_locals_by_name(code) -> bool:
     """``code`` names a function that reads locals by name (``eval``,
     ``locals``, ``sys._getframe().f_locals``): liveness cannot tell which."""
@@ -83,6 +115,8 @@ def _reads_own_locals_by_name(code) -> bool:
 
 #: code object -> live locals at each instruction index
 _LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: code object -> frame_dict_sites
+_SITES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: the user's code object -> plain liveness (see user_live_at)
 _USER_LIVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

@@ -17,8 +17,9 @@ import inspect
 import types
 from typing import List, Optional, Tuple
 
-from .bytecode import decode, emit, instr, stack_effect
-from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively, user_live_at
+from .bytecode import SPEC, decode, emit, instr, stack_effect
+from .break_locals import (_bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively, frame_dict_sites,
+                           may_reach_site, user_live_at)
 from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
@@ -120,6 +121,8 @@ class BreakEmitter:
                                  hint="the frame runs eagerly; move the construct out of the except/finally block")
             inside.location = plan.record.location
             raise inside
+        if not SPEC.locals_snapshot:
+            self._refuse_splitting_a_frames_locals_dict()
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
@@ -158,6 +161,30 @@ class BreakEmitter:
         elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
             st.deleted_natively = _bound_plain_locals(root, [written])
         return [st]
+
+    def _refuse_splitting_a_frames_locals_dict(self) -> None:
+        """Before 3.13 a frame has one ``locals()`` dict, which every read of
+        its locals by name refreshes and returns (``locals()``, ``vars()``,
+        ``dir()``, ``exec``/``eval`` without a mapping).  A continuation is
+        another frame, with a dict of its own: if the frame made its dict
+        before the break (in the trace, or by the break's native instruction)
+        and may read it again, or an outlined loop reads it per iteration,
+        the frame runs eagerly."""
+        plan = self.plan
+        frames = self.frames if plan.mode == "chain" else [self.root]
+        for f in frames:
+            sites = frame_dict_sites(f.code)
+            if not sites:
+                continue
+            made = f.locals_dict is not None or _reads_locals_natively(f)
+            again = may_reach_site(f.code, f.ip, sites)
+            per_iteration = plan.mode == "loop" and f is self.root and any(i in plan.loop.members for i in sites)
+            if (made and again) or per_iteration:
+                refused = Unsupported(f"{plan.record.explanation}, in a frame that reads its locals() dict "
+                                      "again after it (before 3.13 one dict per frame)", kind="frame_locals",
+                                      hint="the frame runs eagerly")
+                refused.location = plan.record.location
+                raise refused
 
     def _runs_call_first(self) -> bool:
         """Whether the chain's glue code runs the innermost frame's unsupported

@@ -7,6 +7,7 @@ Each is a handler ``(tx, args, kwargs) -> Value`` registered in
 
 from __future__ import annotations
 
+from ..bytecode import SPEC
 from ..errors import Unsupported
 from ..guards import Guard
 from .constants import ConstantValue, const
@@ -62,24 +63,34 @@ def locals_(tx, args, kwargs):
              if not n.startswith("___bg_")]
     order += [n for n in tx.unrealized if n not in order and not n.startswith("___bg_")]
     frame_cells = _frame_cells(tx)
-    out = DictValue()
+    shared = not SPEC.locals_snapshot
+    if shared and tx.locals_dict is not None:
+        # Before 3.13 the frame has one locals dict: each call writes the
+        # bound variables into it and removes the unbound ones, leaves other
+        # keys (an ``exec``'s) alone, and returns that same dict.
+        out = tx.locals_dict
+        tx.side_effects.mutate(out)
+    else:
+        out = DictValue()
     for name in order:
         v = tx.locals.get(name)
         if name in frame_cells and isinstance(v, CellValue):
             if v.contents is UNREAD:
                 v.read(tx)
-            if v.contents is EMPTY:
-                continue
-            v = v.contents
+            v = None if v.contents is EMPTY else v.contents
         elif v is None:
             if name in tx.unrealized:
                 v = UnrealizedLocal(tx, name)
-            else:
-                if tx.state_source is not None and name not in tx.state_names:
-                    # unbound here; a later call's state dict may hold it
-                    tx.guards.add(Guard("DICT_CONTAINS", tx.state_source, (name, False)))
-                continue
-        out.entries[str_key(name)] = (const(name), v)
+            elif tx.state_source is not None and name not in tx.state_names:
+                # unbound here; a later call's state dict may hold it
+                tx.guards.add(Guard("DICT_CONTAINS", tx.state_source, (name, False)))
+        if v is None:
+            out.entries.pop(str_key(name), None)
+        else:
+            # (an existing key keeps its place, as in the frame's dict)
+            out.entries[str_key(name)] = (const(name), v)
+    if shared:
+        tx.locals_dict = out
     return out
 
 
