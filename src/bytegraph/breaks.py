@@ -156,7 +156,9 @@ class BreakEmitter:
         local_names = [n for n in plain_locals(root.code) if n not in cells and n != written and (
             n in names or n in root.unrealized or _keeps_alive(root.locals.get(n)))]
         st = FrameState(root, root.ip, list(root.stack), local_names)
-        if ins.opname == "STORE_FAST" and written in names:
+        if ins.opname == "STORE_FAST" and (written in names or _keeps_alive(root.stack[-1] if root.stack else None)):
+            # (dead, it still holds what it stores until the frame rebinds it:
+            # ``a, b = b, a`` then ``a = None`` frees the old ``b`` only there)
             st.locals.append((written, NativeSlotValue(written)))
         elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
             st.deleted_natively = _bound_plain_locals(root, [written])
