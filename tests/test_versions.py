@@ -642,3 +642,18 @@ def test_exec_then_locals_sees_execs_names_before_313():
         return sorted(locals()), x + a
 
     assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a continuation of a local whose name is no identifier (3.11's ``.0``) ----
+
+def test_locals_in_a_comprehension_continued_after_a_break():
+    # 3.11 runs the comprehension in a frame of its own whose iterator is the
+    # local ``.0``: as a continuation's parameter it is renamed, but the
+    # comprehension's locals() must still show ``.0`` (3.12+ inline it)
+    def f(x):
+        i = 1
+        r = [sorted(locals()) for j in range(2) if _no_print() is None]
+        return r, x + i
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert_same(f, t(), graphs=None, breaks=None)
