@@ -5,6 +5,8 @@ Usage (from the repository root)::
     .venv/bin/python bench/run.py            # full run (make bench)
     .venv/bin/python bench/run.py --quick    # subset, < 2 minutes (make bench-quick)
     .venv/bin/python bench/run.py --quick --repeat 1 --workloads pointwise_1 --metrics first_call
+    # two interpreters, workers interleaved; then bench/compare.py on the two JSON files
+    .venv/bin/python bench/run.py --json /tmp/a.json --also-python .venv-3.12/bin/python --also-json /tmp/b.json
 
 Every measurement is one ``python -m bench.worker <workload> <frontend>
 <metric>`` subprocess; the two frontends are run interleaved (their order
@@ -70,8 +72,8 @@ def transformers_available() -> bool:
 
 
 def run_worker(workload: str, frontend: str, metric: str, env: Dict[str, str], timeout: float,
-               worker_args: Sequence[str]) -> Dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.worker", workload, frontend, metric, *worker_args]
+               worker_args: Sequence[str], python: str = sys.executable) -> Dict[str, Any]:
+    cmd = [python, "-m", "bench.worker", workload, frontend, metric, *worker_args]
     base = {"workload": workload, "frontend": frontend, "metric": metric, "ok": False}
     t0 = time.perf_counter()
     try:
@@ -112,20 +114,22 @@ def worker_env(cache_dir: str) -> Dict[str, str]:
 DEFAULT_BYTEGRAPH = os.path.join(REPO, "src", "bytegraph")
 
 
-def describe_machine(results: List[Dict[str, Any]], rev_at_start: str) -> Dict[str, str]:
-    import torch
+def describe_machine(results: List[Dict[str, Any]], rev_at_start: str,
+                     python: str = sys.executable) -> Dict[str, str]:
+    probe = ("import json, platform, torch\n"
+             "try:\n    import transformers; tf = transformers.__version__\n"
+             "except Exception:\n    tf = 'not installed'\n"
+             "print(json.dumps([platform.python_version(), torch.__version__, platform.platform(terse=True), tf]))")
+    version, torch_version, plat, tf = json.loads(
+        subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True).stdout)
     info = {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "cores": str(os.cpu_count()),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(terse=True),
+        "python": version,
+        "torch": torch_version,
+        "platform": plat,
+        "transformers": tf,
     }
-    try:
-        import transformers
-        info["transformers"] = transformers.__version__
-    except Exception:
-        info["transformers"] = "not installed"
     paths = sorted({r["bytegraph_path"] for r in results if r.get("bytegraph_path")})
     for path in paths or [DEFAULT_BYTEGRAPH]:
         info["bytegraph"] = bytegraph_revision(path)
@@ -183,6 +187,11 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="also write all raw worker results to this file")
     p.add_argument("--timeout", type=float, default=None, help="seconds per worker (default 180, quick 60)")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    p.add_argument("--also-python", default=None,
+                   help="a second interpreter (another venv's python) whose workers run interleaved with this "
+                        "one's, so both see the same machine conditions; its tables go to --also-output")
+    p.add_argument("--also-output", default=None, help="markdown file for --also-python's run")
+    p.add_argument("--also-json", default=None, help="raw results of --also-python's run")
     a = p.parse_args(argv)
 
     if a.list:
@@ -219,7 +228,8 @@ def main(argv=None) -> int:
         print("nothing to run", file=sys.stderr)
         return 2
 
-    n_runs = len(jobs) * len(FRONTENDS) * repeat
+    pythons = [sys.executable] + ([a.also_python] if a.also_python else [])
+    n_runs = len(jobs) * len(FRONTENDS) * repeat * len(pythons)
     print(f"bench: {len(jobs)} measurements x {len(FRONTENDS)} frontends x {repeat} repeat(s) = {n_runs} worker "
           f"processes ({'quick' if a.quick else 'full'})", file=sys.stderr)
     if skipped:
@@ -238,31 +248,42 @@ def main(argv=None) -> int:
         for r in range(repeat):
             for j, (name, metric) in enumerate(jobs):
                 order = FRONTENDS if (r + j) % 2 == 0 else tuple(reversed(FRONTENDS))
-                for fe in order:
-                    args = inductor_args if metric == "inductor" else worker_args
-                    res = run_worker(name, fe, metric, env, timeout * (3 if metric == "inductor" else 1), args)
-                    res["repeat"] = r
-                    results.append(res)
-                    done += 1
-                    status = "ok" if res.get("ok") else f"FAILED ({res.get('error')})"
-                    print(f"  [{done:3d}/{n_runs}] {name:20s} {metric:10s} {fe:9s} {res.get('wall_s', 0):6.1f} s "
-                          f"{status}", file=sys.stderr, flush=True)
+                for k, py in enumerate(pythons if (r + j) % 2 == 0 else reversed(pythons)):
+                    for fe in (order if k % 2 == 0 else tuple(reversed(order))):
+                        args = inductor_args if metric == "inductor" else worker_args
+                        res = run_worker(name, fe, metric, env, timeout * (3 if metric == "inductor" else 1), args,
+                                         python=py)
+                        res["repeat"] = r
+                        res["python_exe"] = py
+                        results.append(res)
+                        done += 1
+                        status = "ok" if res.get("ok") else f"FAILED ({res.get('error')})"
+                        tag = f" {os.path.basename(os.path.dirname(os.path.dirname(py)))}" if len(pythons) > 1 else ""
+                        print(f"  [{done:3d}/{n_runs}] {name:20s} {metric:10s} {fe:9s}{tag} "
+                              f"{res.get('wall_s', 0):6.1f} s {status}", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
 
-    info = describe_machine(results, rev_at_start)
-    info["mode"] = f"{'quick' if a.quick else 'full'}, {repeat} fresh-process repetition(s) per cell"
-    info["wall time"] = f"{elapsed:.0f} s"
-    if skipped:
-        info["skipped"] = f"{', '.join(skipped)} (transformers not installed)"
-    text = render(results, info)
-    print(text, end="", flush=True)
-    if a.output and a.output != "-":
-        with open(a.output, "w") as f:
-            f.write(text)
-        print(f"bench: wrote {os.path.relpath(a.output)}", file=sys.stderr)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"info": info, "results": results}, f, indent=1, default=str)
+    outputs = [(sys.executable, a.output, a.json)]
+    if a.also_python:
+        outputs.append((a.also_python, a.also_output, a.also_json))
+    for py, output, json_path in outputs:
+        mine = [res for res in results if res["python_exe"] == py]
+        info = describe_machine(mine, rev_at_start, py)
+        info["mode"] = f"{'quick' if a.quick else 'full'}, {repeat} fresh-process repetition(s) per cell"
+        if a.also_python:
+            info["mode"] += "; workers interleaved with another interpreter's"
+        info["wall time"] = f"{elapsed:.0f} s"
+        if skipped:
+            info["skipped"] = f"{', '.join(skipped)} (transformers not installed)"
+        text = render(mine, info)
+        print(text, end="", flush=True)
+        if output and output != "-":
+            with open(output, "w") as f:
+                f.write(text)
+            print(f"bench: wrote {os.path.relpath(output)}", file=sys.stderr)
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump({"info": info, "results": mine}, f, indent=1, default=str)
     return 0
 
 

@@ -43,3 +43,26 @@ def test_bench_quick_tiny_run(tmp_path):
         if r["frontend"] == "torch":
             assert r["ok"], r
             assert r["graphs"] == 1 and r["correct"], r
+
+
+def _run_json(path, rows):
+    """A bench/run.py JSON file with first-call medians (torch, bytegraph) per workload."""
+    results = []
+    for workload, t, b in rows:
+        results.append({"workload": workload, "metric": "first_call", "frontend": "torch", "ok": True,
+                        "first_call_ms": t})
+        results.append({"workload": workload, "metric": "first_call", "frontend": "bytegraph", "ok": True,
+                        "first_call_ms": b})
+    path.write_text(json.dumps({"info": {"python": str(path.stem)}, "results": results}))
+    return str(path)
+
+
+def test_compare_flags_only_ratios_that_got_worse(tmp_path):
+    sys.path.insert(0, REPO)
+    from bench.compare import compare
+
+    base = _run_json(tmp_path / "a.json", [("same", 100, 30), ("worse", 100, 30), ("better", 100, 30)])
+    new = _run_json(tmp_path / "b.json", [("same", 50, 16), ("worse", 100, 40), ("better", 100, 10)])
+    text, beyond = compare(base, new, 0.10)
+    assert beyond == ["worse first call, warm (ms)"]
+    assert "| same |" in text and "| ok |" in text and "| better |" in text and "WORSE" in text

@@ -107,3 +107,8 @@ def test_main_fails_when_a_module_cannot_run(fake_package, capsys):
     status = suite.main(["test_missing_module", "--package", fake_package, "--jobs", "1"])
     assert status == 1
     assert "FAILED test_missing_module" in capsys.readouterr().out
+
+
+def test_the_core_subset_is_part_of_the_whole_list():
+    assert suite.CORE_MODULES and set(suite.CORE_MODULES) <= set(suite.MODULES)
+    assert len(set(suite.CORE_MODULES)) == len(suite.CORE_MODULES)
