@@ -18,33 +18,16 @@ import types
 from typing import List, Optional, Tuple
 
 from .bytecode import SPEC, decode, emit, instr, stack_effect
-from .break_locals import (_bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively, frame_dict_sites,
-                           may_reach_site, user_live_at)
+from .break_locals import (NativeSlotValue, _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively,
+                           locals_from_slots, refuse_splitting_a_frames_locals_dict, user_live_at)
 from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
 from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, cell_names, loop_body_code, origin_of, plain_locals,
-                     resume_code, uses_zero_arg_super)
+                     resume_code)
 from .values.base import NullValue, Value
-from .values.cells import CellValue
 from .values.functions import _make_function
 
-
-
-class NativeSlotValue(Value):
-    """A local of the transformed frame as the break's native instruction
-    (a ``STORE_FAST``) left it: read from the slot when the continuation is
-    called, after that instruction, never staged before it."""
-
-    __slots__ = ()
-    read_late = True
-
-    def __init__(self, name: str):
-        from .sources import LocalSource
-        super().__init__(LocalSource(name))
-
-    def reconstruct(self, cg):
-        self.source.emit_load(cg)
 
 
 class FrameState:
@@ -122,7 +105,7 @@ class BreakEmitter:
             inside.location = plan.record.location
             raise inside
         if not SPEC.locals_snapshot:
-            self._refuse_splitting_a_frames_locals_dict()
+            refuse_splitting_a_frames_locals_dict(self.frames if plan.mode == "chain" else [self.root], plan)
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
@@ -163,30 +146,6 @@ class BreakEmitter:
         elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
             st.deleted_natively = _bound_plain_locals(root, [written])
         return [st]
-
-    def _refuse_splitting_a_frames_locals_dict(self) -> None:
-        """Before 3.13 a frame has one ``locals()`` dict, which every read of
-        its locals by name refreshes and returns (``locals()``, ``vars()``,
-        ``dir()``, ``exec``/``eval`` without a mapping).  A continuation is
-        another frame, with a dict of its own: if the frame made its dict
-        before the break (in the trace, or by the break's native instruction)
-        and may read it again, or an outlined loop reads it per iteration,
-        the frame runs eagerly."""
-        plan = self.plan
-        frames = self.frames if plan.mode == "chain" else [self.root]
-        for f in frames:
-            sites = frame_dict_sites(f.code)
-            if not sites:
-                continue
-            made = f.locals_dict is not None or _reads_locals_natively(f)
-            again = may_reach_site(f.code, f.ip, sites)
-            per_iteration = plan.mode == "loop" and f is self.root and any(i in plan.loop.members for i in sites)
-            if (made and again) or per_iteration:
-                refused = Unsupported(f"{plan.record.explanation}, in a frame that reads its locals() dict "
-                                      "again after it (before 3.13 one dict per frame)", kind="frame_locals",
-                                      hint="the frame runs eagerly")
-                refused.location = plan.record.location
-                raise refused
 
     def _runs_call_first(self) -> bool:
         """Whether the chain's glue code runs the innermost frame's unsupported
@@ -477,37 +436,6 @@ class BreakEmitter:
             cg.reconstruct(v)
             cg.emit("STORE_FAST", name)
 
-    def _locals_from_slots(self, st: FrameState, ins):
-        """Make the frame look like the user's to its native instruction, and
-        take the locals back from their slots after it.
-
-        The instruction may read the frame's locals by name (``eval``,
-        ``locals()``, a callee's ``sys._getframe(1).f_locals``): bytegraph's
-        own temporaries and parameters must not be among them, so they are
-        unbound first.  From 3.13 (PEP 667) a callee may also write them
-        through ``f_locals``: the continuation takes each local from its slot
-        (where :meth:`_store_locals` put it), as the instruction left it.
-
-        Returns the locals for the continuation, or None where something
-        after the instruction still reads a temporary (a handler's saved
-        exception, a cell made in the trace, the first argument for
-        zero-argument ``super()``): then nothing changes."""
-        cg, root = self.cg, self.root
-        code = root.code
-        if st.exc_levels or any(not (isinstance(c, CellValue) and c.is_root_cell) for c in st.cells) \
-                or uses_zero_arg_super(code) or ins.opname == "LOAD_FAST":
-            return None
-        names = [f"___bg_tmp{i}" for i in range(cg._n_temps)]
-        names += [n for n in code.co_varnames if n.startswith("___bg_") and n not in names]
-        for name in names:
-            # (bound or not: a store first makes the delete safe)
-            cg.emit("LOAD_CONST", None)
-            cg.emit("STORE_FAST", name)
-            cg.emit("DELETE_FAST", name)
-        cg._temps.clear()
-        cg._tensor_temps.clear()
-        return [(n, NativeSlotValue(n)) for n, _ in st.locals]
-
     def _restore_exc_info(self, outer_prev: Optional[str]) -> None:
         """Leave the handlers entered by _push_stack (the resume function enters them again)."""
         if outer_prev is not None:
@@ -523,7 +451,7 @@ class BreakEmitter:
             raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
         self._store_locals(st)
         outer_prev = self._push_stack(st)
-        slot_locals = self._locals_from_slots(st, ins)
+        slot_locals = locals_from_slots(self.cg, self.root, st, ins)
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
