@@ -520,3 +520,140 @@ def test_super_method_call_on_a_proxy_breaking_at_the_super_load():
         assert bytegraph.stats().frames_transformed >= 1
     finally:
         bytegraph.config.force_transform = saved
+
+
+# -- wt-adv: an inlined comprehension's own cell (3.12+ PEP 709) -------------------
+#
+# A comprehension variable that a lambda in the comprehension captures is a
+# cell: 3.12+ save the frame's cell with LOAD_FAST_AND_CLEAR and MAKE_CELL a
+# new one.  That cell is not the frame's (its writes must not reach the outer
+# variable), and at a break inside the comprehension the continuation's
+# closure takes it.
+
+def _no_print():
+    print("", end="")
+
+
+def test_comprehension_cell_does_not_clobber_the_frames_cell():
+    def f(x):
+        i = x * 2
+        fs = [lambda: i * x for i in range(3)]
+        _no_print()
+        return i, [g() for g in fs]
+
+    assert_same(f, t(), graphs=2, breaks=1)
+
+
+def test_comprehension_cell_lambdas_see_their_own_cell_after_a_break():
+    def f(x):
+        i = 5
+        fs = [(lambda: i) for i in range(3)]
+        g = lambda: i  # noqa: E731 - the frame's cell
+        _no_print()
+        i = 7
+        return [h() for h in fs], g(), x + i
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+def test_comprehension_cell_with_a_break_inside_the_comprehension():
+    def f(x):
+        i = x * 2
+        fs = [lambda: i * x for i in range(3) if _no_print() is None]
+        return i, [g() for g in fs], [(lambda: k)() for k in range(3) if _no_print() is None]
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a callee writing the caller's locals through f_locals (3.13 PEP 667) ----
+
+def _set_callers_a():
+    import sys
+    sys._getframe(1).f_locals["a"] = 5   # 3.13 writes through; earlier it is lost
+
+
+def test_callee_writing_the_callers_locals_through_f_locals():
+    def f(x):
+        a = 1
+        _set_callers_a()
+        return a, x + a
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a comprehension in a class body reading an enclosing variable (3.12+) ----
+
+def test_class_body_comprehension_reading_a_variable_the_class_also_binds():
+    # 3.12+ inline it in the class body: ``y`` is then both a fast slot
+    # (saved and restored around the comprehension) and the free variable
+    # the comprehension reads; the class statement runs natively
+    def f(x):
+        y = 5
+
+        class K:
+            y = 1
+            z = y
+            w = [y * 2 for _ in range(2)]
+
+            def get(self):
+                return y
+        _no_print()
+        return K.z, K().get(), K.w, x + 1
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: the frame's one locals() dict before 3.13 (PEP 667 made it a snapshot) ----
+
+def test_locals_twice_in_a_frame_is_one_dict_before_313_and_two_after():
+    # before 3.13 the second call refreshes and returns the first call's dict
+    def f(x):
+        a = 1
+        d = locals()
+        b = 2
+        d2 = locals()
+        d["a"] = 99
+        return sorted(d), d is d2, a, x + b
+
+    assert_same(f, t())
+
+
+def test_locals_dict_across_a_break_before_313():
+    # a continuation is another frame: before 3.13 its locals() would be a
+    # new dict, so a frame that reads its dict again after a break runs eagerly
+    def f(x):
+        a = 1
+        d = locals()
+        _no_print()
+        b = 2
+        d2 = locals()
+        del a
+        d3 = locals()
+        return sorted(d), d is d2, sorted(d3), x + b
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+def test_exec_then_locals_sees_execs_names_before_313():
+    def f(x):
+        a = 1
+        exec("c = 3")
+        return sorted(locals()), x + a
+
+    assert_same(f, t(), graphs=None, breaks=None)
+
+
+# -- wt-adv: a continuation of a local whose name is no identifier (3.11's ``.0``) ----
+
+def test_locals_in_a_comprehension_continued_after_a_break():
+    # 3.11 runs the comprehension in a frame of its own whose iterator is the
+    # local ``.0``: as a continuation's parameter it is renamed, but the
+    # comprehension's locals() must still show ``.0`` (3.12+ inline it)
+    def f(x):
+        i = 1
+        r = [sorted(locals()) for j in range(2) if _no_print() is None]
+        return r, x + i
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert_same(f, t(), graphs=None, breaks=None)

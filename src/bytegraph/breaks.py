@@ -17,8 +17,9 @@ import inspect
 import types
 from typing import List, Optional, Tuple
 
-from .bytecode import decode, emit, instr, stack_effect
-from .break_locals import _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively
+from .bytecode import SPEC, decode, emit, instr, stack_effect
+from .break_locals import (NativeSlotValue, _bound_plain_locals, _keeps_alive, _live_at, _reads_locals_natively,
+                           locals_from_slots, refuse_splitting_a_frames_locals_dict, user_live_at)
 from .call_frames import stand_in
 from .break_plan import BreakPlan, _call_index, _first_local, _resume_index, continued_by_caller, frame_chain
 from .errors import Unsupported
@@ -27,22 +28,6 @@ from .resume import (STATE_ARG, SUPER_SELF_ARG, Continuation, cell_names, loop_b
 from .values.base import NullValue, Value
 from .values.functions import _make_function
 
-
-
-class NativeSlotValue(Value):
-    """A local of the transformed frame as the break's native instruction
-    (a ``STORE_FAST``) left it: read from the slot when the continuation is
-    called, after that instruction, never staged before it."""
-
-    __slots__ = ()
-    read_late = True
-
-    def __init__(self, name: str):
-        from .sources import LocalSource
-        super().__init__(LocalSource(name))
-
-    def reconstruct(self, cg):
-        self.source.emit_load(cg)
 
 
 class FrameState:
@@ -63,6 +48,17 @@ class FrameState:
             local_names = [n for n in plain_locals(frame.code) if n not in cells and (
                 n in live or n in frame.unrealized or _keeps_alive(frame.locals.get(n)))]
         self.locals = _bound_plain_locals(frame, local_names)
+        if frame.state_source is not None:
+            # A local the user's code may still read but that is unbound here
+            # was absent from the state dict: a later call's dict may hold it
+            # (bound by an earlier iteration of an outlined loop), and the
+            # continuation would lose it, so that call must not reuse this entry.
+            from .guards import Guard
+            bound = {n for n, _ in self.locals}
+            live = user_live_at(frame.code, index)
+            for name in local_names:
+                if name not in bound and name not in frame.state_names and name in live:
+                    frame.guards.add(Guard("DICT_CONTAINS", frame.state_source, (name, False)))
         self.state_dict = state_dict
         #: a local the native instruction deletes: bound in the frame's slot
         #: for it (see BreakEmitter._store_locals), not handed on
@@ -108,6 +104,8 @@ class BreakEmitter:
                                  hint="the frame runs eagerly; move the construct out of the except/finally block")
             inside.location = plan.record.location
             raise inside
+        if not SPEC.locals_snapshot:
+            refuse_splitting_a_frames_locals_dict(self.frames if plan.mode == "chain" else [self.root], plan)
         if plan.mode == "chain":
             # each frame resumes at its current instruction; outer frames get the
             # inner frame's result as an extra stack slot at run time (_emit_chain)
@@ -141,7 +139,9 @@ class BreakEmitter:
         local_names = [n for n in plain_locals(root.code) if n not in cells and n != written and (
             n in names or n in root.unrealized or _keeps_alive(root.locals.get(n)))]
         st = FrameState(root, root.ip, list(root.stack), local_names)
-        if ins.opname == "STORE_FAST" and written in names:
+        if ins.opname == "STORE_FAST" and (written in names or _keeps_alive(root.stack[-1] if root.stack else None)):
+            # (dead, it still holds what it stores until the frame rebinds it:
+            # ``a, b = b, a`` then ``a = None`` frees the old ``b`` only there)
             st.locals.append((written, NativeSlotValue(written)))
         elif ins.opname == "DELETE_FAST" and (written in root.locals or written in root.unrealized):
             st.deleted_natively = _bound_plain_locals(root, [written])
@@ -285,7 +285,13 @@ class BreakEmitter:
             return
         # select(fn, *args)(*args): the arguments go to the callee's frame
         # straight from this frame's stack, so nothing else holds them
-        # during the call (see FrameRunner.select)
+        # during the call (see FrameRunner.select).  The function is made
+        # before the arguments: a tail call's ``args_emit`` clears the
+        # temporaries, among them those holding cells its closure takes
+        # (a 3.12+ inlined comprehension's own cell, made in the trace).
+        cg.begin_call()
+        cg.push_callable(self.runner_for(code).select)
+        self.make_function(frame, code)
         extra = 0
         if code.co_argcount and code.co_varnames[0] == SUPER_SELF_ARG:
             cg.reconstruct(_first_local(frame))
@@ -294,9 +300,6 @@ class BreakEmitter:
         temps = [cg.new_temp() for _ in range(argc)]
         for t in reversed(temps):
             cg.emit("STORE_FAST", t)
-        cg.begin_call()
-        cg.push_callable(self.runner_for(code).select)
-        self.make_function(frame, code)
         for t in temps:
             cg.emit("LOAD_FAST", t)
         cg.call(1 + argc)
@@ -448,6 +451,7 @@ class BreakEmitter:
             raise Unsupported("a break inside a handler with no cleanup entry", kind="break_in_handler")
         self._store_locals(st)
         outer_prev = self._push_stack(st)
+        slot_locals = locals_from_slots(self.cg, self.root, st, ins)
         depth = len(st.stack)
         handler = exn = None
         if ins.exn is not None:
@@ -470,7 +474,8 @@ class BreakEmitter:
             levels = [(d, exc) for d, exc in st.exc_levels if d < len(mask)]
             temps = self.save_native_stack(mask, drop={d for d, _ in levels})
             self._restore_exc_info(outer_prev)
-            self.call_resume(root, s, mask, temps, st.locals, tail=True, exc_levels=levels)
+            self.call_resume(root, s, mask, temps, st.locals if slot_locals is None else slot_locals,
+                             tail=True, exc_levels=levels)
             cg.emit("RETURN_VALUE")
         if handler is not None:
             cg.instrs.append(handler)
@@ -480,8 +485,10 @@ class BreakEmitter:
             temps = self.save_native_stack(mask, drop={d for d, _ in levels})
             self._restore_exc_info(outer_prev)
             target = root.index_of[id(e.target)]
-            self.call_resume(root, target, mask, temps, FrameState(root, target, []).locals, tail=True,
-                             exc_levels=levels)
+            handler_locals = FrameState(root, target, []).locals
+            if slot_locals is not None:
+                handler_locals = [(n, NativeSlotValue(n)) for n, _ in handler_locals]
+            self.call_resume(root, target, mask, temps, handler_locals, tail=True, exc_levels=levels)
             cg.emit("RETURN_VALUE")
 
     def _successor_edges(self) -> List[Tuple[int, bool]]:

@@ -316,7 +316,7 @@ class Codegen:
         if id(value) in self._temps or isinstance(value, ConstantValue) and not value.is_unguarded:
             return
         if getattr(type(value), "read_late", False):
-            return  # (written by the native instruction: read after it, see breaks.NativeSlotValue)
+            return  # (written by the native instruction: read after it, see break_locals.NativeSlotValue)
         if getattr(value, "needs_replayed_container", lambda: False)():
             return  # an iterator over a container the replay changes: built after it
         if isinstance(value, CellValue) and value.is_root_cell:

@@ -138,6 +138,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             failure = _outside_open_contexts(trace, failure)
             trace, failure = _before_traced_raises(trace, failure, fn, args, kwargs, policy, backend_name)
             plan = plan_break(failure)
+            current = failure
             for attempt in range(_MAX_GENERATOR_REPLANS + 1):
                 trace = Trace(fn, policy, backend_name)
                 trace.stop_step = plan.step
@@ -150,8 +151,18 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
                 # a generator that ran cannot be handed on: the break may move to the call that made it
                 moved = _break_before_live_generator(trace, plan, runner_for) \
                     if attempt < _MAX_GENERATOR_REPLANS else None
+                if moved is None and trace.open_contexts and attempt > 0:
+                    # the break moved (to the call that made a generator) into a
+                    # traced @contextmanager's with statement: on to that statement
+                    outside = _outside_open_contexts(trace, current)
+                    if outside is not current and outside.step < plan.step:
+                        if attempt == _MAX_GENERATOR_REPLANS:
+                            raise Unsupported(f"{current.explanation}: the graph break kept moving",
+                                              kind=current.kind, hint="the frame runs eagerly")
+                        moved = outside
                 if moved is None:
                     break
+                current = moved
                 plan = plan_break(moved)
         se = trace.side_effects
         if plan is not None:

@@ -183,21 +183,17 @@ def super_needs_own_frame(code: types.CodeType) -> bool:
     return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount == 0
 
 
-def _identifier_params(params: List[str], instrs) -> List[str]:
+def _identifier_params(params: List[str]) -> List[str]:
     """Parameters renamed where a local's name is not an identifier.
 
     Tools give locals such names (pytest's assertion rewriting makes
-    ``@py_assert1``); a local is fine, but a parameter must be an identifier
-    for ``inspect.signature`` and the generated guard.  The instructions that
-    use a renamed local are rewritten with it.
+    ``@py_assert1``, a 3.11 comprehension has ``.0``); a local is fine, but a
+    parameter must be an identifier for ``inspect.signature`` and the
+    generated guard.  The prologue moves each renamed parameter into the
+    local of the user's name (see ``_Builder.assemble``), so ``locals()``
+    shows the user's name and the code keeps using it.
     """
-    renamed = {p: f"___bg_p{i}" for i, p in enumerate(params) if not p.isidentifier()}
-    if not renamed:
-        return params
-    for ins in instrs:
-        if ins.opname in _FAST_OPS and ins.argval in renamed:
-            ins.argval = renamed[ins.argval]
-    return [renamed.get(p, p) for p in params]
+    return [p if p.isidentifier() else f"___bg_p{i}" for i, p in enumerate(params)]
 
 
 _FAST_OPS = frozenset({"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"})
@@ -321,8 +317,21 @@ class _Builder:
         base = self.base
         cells = cell_names(base)
         params = ([SUPER_SELF_ARG] if self.super_self else []) + list(self.params)
+        original = params
+        params = _identifier_params(params)
+        moves = []
+        for user, param in zip(original, params):
+            if user != param:
+                moves += [instr("LOAD_FAST", param, positions=self.positions),
+                          instr("STORE_FAST", user, positions=self.positions),
+                          instr("DELETE_FAST", param, positions=self.positions)]
+        if moves:
+            at = next(k for k, ins in enumerate(self.prologue) if ins.opname == "RESUME") + 1
+            self.prologue[at:at] = moves
+            if self.state_start is not None and self.state_start >= at:
+                self.state_start += len(moves)
+                self.state_end += len(moves)
         instrs = self.prologue + self.body + self.epilogue
-        params = _identifier_params(params, instrs)
         varnames = params + [n for n in base.co_varnames if n not in cells and n not in params]
         flags = base.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
         if cells:

@@ -89,6 +89,9 @@ class VersionSpec:
     compare_masks: dict = None
     #: whether a call's NULL sits above the callable (3.13) rather than below
     null_after_callable: bool = False
+    #: whether ``locals()`` in a function is a new snapshot dict per call (3.13,
+    #: PEP 667) rather than the frame's one dict, refreshed by each call
+    locals_snapshot: bool = False
     #: whether CALL needs a PRECALL before it (3.11)
     has_precall: bool = False
     #: whether keyword names go in a KW_NAMES before CALL (3.11, 3.12) or as
@@ -360,6 +363,7 @@ def _build() -> VersionSpec:
         splits=splits,
         compare_masks=_compare_masks(compare_shift),
         null_after_callable=version >= (3, 13),
+        locals_snapshot=version >= (3, 13),
         has_precall="PRECALL" in opmap,
         kw_names_op="KW_NAMES" in opmap,
         make_function_flags="SET_FUNCTION_ATTRIBUTE" not in opmap,

@@ -131,6 +131,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         self.state_names: tuple = ()
         #: a class body's namespace (name -> value, in definition order), else None
         self.namespace: Optional[Dict[str, Value]] = None
+        #: before 3.13, the dict ``locals()`` returned in this frame (each call
+        #: refreshes and returns the same one), once made
+        self.locals_dict = None
 
     # -- services used by values ---------------------------------------------
     @property

@@ -31,6 +31,8 @@ class _NamespaceValue(Value):
 
 _NAMESPACE = _NamespaceValue()
 
+_PROLOGUE_OPS = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "NOP", "EXTENDED_ARG"})
+
 
 class LocalOps:
     # -- fast locals ---------------------------------------------------------
@@ -106,8 +108,17 @@ class LocalOps:
                 initial = self.wrap(self.unrealized.pop(name)[0], LocalSource(name, is_cell=True))
             else:
                 initial = self.locals[name]
-        source = RootCellSource(name, None) if self.is_root else None
+        # Only the prologue's cells are the real frame's (reachable with
+        # LOAD_CLOSURE).  A 3.12+ inlined comprehension whose variable is a
+        # cell makes its own after LOAD_FAST_AND_CLEAR saved the frame's one:
+        # that cell is new, and writes to it must not reach the frame's cell.
+        source = RootCellSource(name, None) if self.is_root and self._in_prologue() else None
         self.locals[name] = CellValue(name, source, contents=initial)
+
+    def _in_prologue(self) -> bool:
+        """The current instruction belongs to the code's leading prologue
+        (``MAKE_CELL``/``COPY_FREE_VARS`` before the body's first instruction)."""
+        return all(i.opname in _PROLOGUE_OPS for i in self.instrs[:self.ip - 1])
 
     def COPY_FREE_VARS(self, ins):
         names = self.code.co_freevars

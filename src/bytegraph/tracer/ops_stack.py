@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import types
 
-from ..values.base import NULL
+from ..errors import Unsupported
+from ..values.base import NULL, finalizer_reachable
 from .registry import serves
 from ..values.constants import ConstantValue
 
@@ -28,7 +29,14 @@ class StackOps:
         pass
 
     def POP_TOP(self, ins):
-        self.stack.pop()
+        value = self.stack.pop()
+        if self.break_next is None and value is not NULL and finalizer_reachable(value) is not None:
+            # Eager may free a discarded result at once (``lst.pop()``), running
+            # its finalizer here; the trace cannot tell whether this was the
+            # last reference: the code after it runs natively, where it is on time.
+            self.break_next = Unsupported(
+                f"discarding a {type(finalizer_reachable(value)).__qualname__} object, which has a finalizer",
+                kind="finalizer", hint="the code after it runs natively, where the finalizer runs on time")
 
     def PUSH_NULL(self, ins):
         self.stack.append(NULL)

@@ -103,7 +103,7 @@ class Trace:
         self.guards.add(Guard("TYPE_MATCH", src, dict))
         # No guard on the key set: a local's presence is guarded only where
         # the frame reads it (see LocalOps.load_local), and locals() copies
-        # the entries nobody touched (StateLocalsValue).
+        # the entries nobody touched (see frame_builtins.locals_).
         root.state_source = src
         root.state_names = tuple(state)
         for name, obj in state.items():

@@ -243,6 +243,12 @@ def _run_body(tx, body, name: str) -> Dict[str, Value]:
         # (``__class__`` both the body's own cell and the enclosing one's: the
         # frame keeps cells by name)
         _refuse(f"class {name}: a cell and a free variable of the same name in its body")
+    if set(code.co_varnames) & (set(code.co_cellvars) | set(code.co_freevars)):
+        # (3.12+: a comprehension inlined in a class body saves and restores
+        # the names it uses with LOAD_FAST_AND_CLEAR/STORE_FAST, on fast
+        # slots of their own beside the free variable of the same name that
+        # it reads with LOAD_DEREF; the frame keeps locals by name)
+        _refuse(f"class {name}: a fast local and a cell of the same name in its body")
     frame = tx._child(code, body.f_globals, {}, body.closure, name)
     frame.namespace = {}
     result = frame.run()

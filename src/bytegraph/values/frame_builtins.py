@@ -7,6 +7,7 @@ Each is a handler ``(tx, args, kwargs) -> Value`` registered in
 
 from __future__ import annotations
 
+from ..bytecode import SPEC
 from ..errors import Unsupported
 from ..guards import Guard
 from .constants import ConstantValue, const
@@ -40,67 +41,62 @@ def vars_(tx, args, kwargs):
 
 
 def locals_(tx, args, kwargs):
-    """``locals()``: the frame's bound locals and non-empty cells, as a new dict."""
-    from .cells import EMPTY, UNREAD
+    """``locals()``: the frame's bound locals and non-empty cells, as a new
+    dict in CPython's order (the code's locals, then its cells, then its free
+    variables: ``localsplus``), whatever order the trace bound them in.
+
+    A generated frame (a continuation, an outlined loop body) lists the
+    user's variables in its base code's order, never bytegraph's own names;
+    one whose locals came in a state dict lists the entries it never touched
+    too (each guarded present), and guards absent the unbound ones."""
+    from .cells import CellValue, EMPTY, UNREAD
     from .base import UnrealizedLocal
+    from ..bytecode.versions import localsplus_names
+    from ..resume import origin_of
     if tx.namespace is not None:
         # a class body's locals() is its namespace itself, written through
         raise Unsupported("locals() in a class body", kind="class_statement",
                           hint="the class statement runs natively between graphs")
-    if tx.state_source is not None:
-        return StateLocalsValue(tx)
-    out = DictValue()
-    for name in tx.code.co_varnames:
-        if name in tx.unrealized:
-            out.entries[str_key(name)] = (const(name), UnrealizedLocal(tx, name))
+    origin = origin_of(tx.code)
+    base = origin.base if origin is not None else tx.code
+    order = [n for n in localsplus_names(base.co_varnames, base.co_cellvars, base.co_freevars)
+             if not n.startswith("___bg_")]
+    order += [n for n in tx.unrealized if n not in order and not n.startswith("___bg_")]
     frame_cells = _frame_cells(tx)
-    for name, v in tx.locals.items():
-        if name in frame_cells:
+    shared = not SPEC.locals_snapshot
+    if shared and tx.locals_dict is not None:
+        # Before 3.13 the frame has one locals dict: each call writes the
+        # bound variables into it and removes the unbound ones, leaves other
+        # keys (an ``exec``'s) alone, and returns that same dict.
+        out = tx.locals_dict
+        tx.side_effects.mutate(out)
+    else:
+        out = DictValue()
+    for name in order:
+        v = tx.locals.get(name)
+        if name in frame_cells and isinstance(v, CellValue):
             if v.contents is UNREAD:
                 v.read(tx)
-            if v.contents is EMPTY:
-                continue
-            v = v.contents
-        out.entries[str_key(name)] = (const(name), v)
+            v = None if v.contents is EMPTY else v.contents
+        elif v is None:
+            if name in tx.unrealized:
+                v = UnrealizedLocal(tx, name)
+            elif tx.state_source is not None and name not in tx.state_names:
+                # unbound here; a later call's state dict may hold it
+                tx.guards.add(Guard("DICT_CONTAINS", tx.state_source, (name, False)))
+        if v is None:
+            out.entries.pop(str_key(name), None)
+        else:
+            # (an existing key keeps its place, as in the frame's dict)
+            out.entries[str_key(name)] = (const(name), v)
+    if shared:
+        tx.locals_dict = out
     return out
 
 
 def _frame_cells(tx) -> frozenset:
     """Names of ``tx``'s own cells (its locals map them to CellValues)."""
     return frozenset(tx.code.co_cellvars) | frozenset(tx.code.co_freevars)
-
-
-class StateLocalsValue(DictValue):
-    """``locals()`` of a generated frame whose locals arrived as a state dict.
-
-    Rebuilt as a copy of the incoming dict updated with what this frame
-    bound or deleted, so entries it never touched need no guard.
-    """
-
-    __slots__ = ("deleted", "state_source")
-
-    def __init__(self, tx):
-        super().__init__()
-        self.state_source = tx.state_source
-        frame_cells = _frame_cells(tx)
-        for name, v in tx.locals.items():
-            if name not in frame_cells:  # (a plain local may hold a cell object)
-                self.entries[str_key(name)] = (const(name), v)
-        self.deleted = [n for n in tx.state_names if n not in tx.unrealized and n not in tx.locals]
-
-    def reconstruct(self, cg):
-        self.state_source.emit_load(cg)
-        cg.call_method("copy", lambda: 0)
-        for k, v in self.entries.values():
-            cg.emit("COPY", arg=1)
-            cg.reconstruct(v)
-            cg.emit("SWAP", arg=2)
-            cg.reconstruct(k)
-            cg.emit("STORE_SUBSCR")
-        for name in self.deleted:
-            cg.emit("COPY", arg=1)
-            cg.load_object(name)
-            cg.emit("DELETE_SUBSCR")
 
 
 def _check_super_args(tx, t, obj) -> None:
