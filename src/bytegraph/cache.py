@@ -15,7 +15,6 @@ import sys
 import threading
 import traceback
 import types
-import warnings
 import weakref
 from typing import Callable, Dict, List, Optional
 
@@ -23,7 +22,7 @@ from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .guard_compiler import code_signature
-from .diagnostics import ENABLED, STATS, emit, log
+from .diagnostics import ENABLED, STATS, emit, log, logger
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 #: bound once: checked on every compiled call
@@ -121,8 +120,10 @@ class FrameCache:
                 self._warned_limit = True
                 msg = (f"bytegraph: {fn.__qualname__} hit config.cache_size_limit "
                        f"({config.cache_size_limit}); further new variants run eagerly")
-                warnings.warn(msg, stacklevel=4)
-                log("recompiles", "%s", msg)
+                # a log record, not warnings.warn: the program's own warning
+                # filters and recorders (-W error, catch_warnings) must not see
+                # the compiler's notices
+                logger.warning("%s", msg)
             return _EAGER
         if self._patched(fn):
             return _EAGER
