@@ -29,7 +29,7 @@ import inspect
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .bytecode import SPEC, assemble, copy_instrs, decode, emit, instr, natural_loops, stack_depths
+from .bytecode import SPEC, assemble, copy_instrs, decode, emit, instr, natural_loops, stack_depths, successors
 
 class _Unbound:
     """Marks a local with no value in a state dict."""
@@ -466,13 +466,7 @@ def _leaves_inside_a_with(instrs, lp: Loop, index) -> bool:
         if k in seen or k not in lp:
             continue
         seen.add(k)
-        ins = instrs[k]
-        outs = []
-        if ins.opname not in SPEC.terminators and k + 1 < len(instrs):
-            outs.append(k + 1)
-        if ins.target is not None and ins.is_jump:
-            outs.append(index[id(ins.target)])
-        for t in outs:
+        for t in successors(instrs, index, k, with_exn=False):
             if t == lp.head or (t in lp and t >= first):
                 work.append(t)
             elif any(depths[t] > slot for slot in exit_slots):

@@ -15,7 +15,8 @@ operations (calls, function creation) to the running version's instructions.
 """
 
 from . import emit
-from .analysis import find_loops, live_locals, max_stack_depth, natural_loops, stack_depths, stack_effect
+from .analysis import (find_loops, live_locals, max_stack_depth, natural_loops, stack_depths, stack_effect,
+                       successors)
 from .assemble import assemble
 from .decode import clear_cache, decode
 from .instr import ExnEntry, Instr, copy_instrs, instr
@@ -23,5 +24,6 @@ from .versions import SPEC
 
 __all__ = [
     "Instr", "ExnEntry", "instr", "decode", "clear_cache", "copy_instrs", "assemble",
-    "stack_effect", "max_stack_depth", "live_locals", "stack_depths", "find_loops", "natural_loops", "SPEC", "emit",
+    "stack_effect", "successors", "max_stack_depth", "live_locals", "stack_depths", "find_loops", "natural_loops",
+    "SPEC", "emit",
 ]

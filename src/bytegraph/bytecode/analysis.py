@@ -258,7 +258,10 @@ def find_loops(instrs) -> list:
     return loops
 
 
-def _successors(instrs, index, k, with_exn: bool) -> list:
+def successors(instrs, index, k, with_exn: bool) -> list:
+    """Indexes control can go to after instruction ``k``: the next one, a jump's
+    target and, with ``with_exn``, its exception handler.  ``index`` maps
+    ``id(instruction)`` to its position."""
     ins = instrs[k]
     out = []
     if ins.opname not in SPEC.terminators and k + 1 < len(instrs):
@@ -278,7 +281,7 @@ def _reachable(instrs, index, start: int, with_exn: bool) -> set:
         if k in seen:
             continue
         seen.add(k)
-        work.extend(_successors(instrs, index, k, with_exn))
+        work.extend(successors(instrs, index, k, with_exn))
     return seen
 
 
@@ -305,7 +308,7 @@ def natural_loops(instrs) -> list:
     for k in range(n):
         if depth[k] < 0:
             continue
-        for s in _successors(instrs, index, k, True):
+        for s in successors(instrs, index, k, True):
             preds[s].append(k)
     back = {}
     for head, src in find_loops(instrs):
@@ -362,7 +365,7 @@ def natural_loops(instrs) -> list:
             if k in members or k in extra or k in normal or depth[k] < 0:
                 continue
             extra.add(k)
-            work.extend(_successors(instrs, index, k, False) + handler(k))
+            work.extend(successors(instrs, index, k, False) + handler(k))
         out.append((head, frozenset(members | extra)))
     out.sort(key=lambda lp: (lp[0], -len(lp[1])))
     return out
