@@ -232,37 +232,28 @@ PyObject* distinct(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // call into every Python audit hook (filelock, which transformers imports,
 // installs one on 3.12+): about 0.25 us per read on every guard check.
 // Anything but a plain function takes the attribute path.
-PyObject* code_of(PyObject*, PyObject* fn) {
-  if (PyFunction_Check(fn)) {
-    PyObject* code = PyFunction_GET_CODE(fn);
-    Py_INCREF(code);
-    return code;
+// ``part`` is what the function slot holds (NULL for no defaults: None).
+PyObject* function_part(PyObject* fn, PyObject* part, const char* attr) {
+  if (!PyFunction_Check(fn)) {
+    return PyObject_GetAttrString(fn, attr);
   }
-  return PyObject_GetAttrString(fn, "__code__");
+  if (part == nullptr) {
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(part);
+  return part;
+}
+
+PyObject* code_of(PyObject*, PyObject* fn) {
+  return function_part(fn, PyFunction_Check(fn) ? PyFunction_GET_CODE(fn) : nullptr, "__code__");
 }
 
 PyObject* defaults_of(PyObject*, PyObject* fn) {
-  if (PyFunction_Check(fn)) {
-    PyObject* out = PyFunction_GET_DEFAULTS(fn);
-    if (out == nullptr) {
-      Py_RETURN_NONE;
-    }
-    Py_INCREF(out);
-    return out;
-  }
-  return PyObject_GetAttrString(fn, "__defaults__");
+  return function_part(fn, PyFunction_Check(fn) ? PyFunction_GET_DEFAULTS(fn) : nullptr, "__defaults__");
 }
 
 PyObject* kwdefaults_of(PyObject*, PyObject* fn) {
-  if (PyFunction_Check(fn)) {
-    PyObject* out = PyFunction_GET_KW_DEFAULTS(fn);
-    if (out == nullptr) {
-      Py_RETURN_NONE;
-    }
-    Py_INCREF(out);
-    return out;
-  }
-  return PyObject_GetAttrString(fn, "__kwdefaults__");
+  return function_part(fn, PyFunction_Check(fn) ? PyFunction_GET_KW_DEFAULTS(fn) : nullptr, "__kwdefaults__");
 }
 
 PyMethodDef module_methods[] = {
