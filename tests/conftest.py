@@ -55,6 +55,17 @@ def _fresh_bytegraph():
     assert not torch.is_autocast_enabled("cpu"), "the test left autocast enabled"
 
 
+@pytest.fixture(params=["native", "python"])
+def native_mode(request, monkeypatch):
+    """Run a test with bytegraph's native module (guards' tensor checks, the
+    compiled call path) and with the pure-Python equivalents."""
+    from bytegraph import native
+    if request.param == "native" and native.load() is None:
+        pytest.skip(f"native guard checks {native.status()}")
+    monkeypatch.setattr(config, "native_guards", request.param == "native")
+    return request.param
+
+
 # ---------------------------------------------------------------------------
 # copying inputs
 

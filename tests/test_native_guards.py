@@ -18,13 +18,10 @@ from conftest import CountingBackend
 needs_native = pytest.mark.skipif(native.load() is None, reason=f"native guard checks {native.status()}")
 
 
-@pytest.fixture(params=["native", "python"])
-def guard_mode(request, monkeypatch):
+@pytest.fixture
+def guard_mode(native_mode):
     """Run a test with the native tensor checks and with the pure-Python conditions."""
-    if request.param == "native" and native.load() is None:
-        pytest.skip(f"native guard checks {native.status()}")
-    monkeypatch.setattr(config, "native_guards", request.param == "native")
-    return request.param
+    return native_mode
 
 
 def test_make_builds_the_native_checks():

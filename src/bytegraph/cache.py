@@ -237,11 +237,26 @@ class CompiledFunction(FrameCache):
         tensor([1., 1.])
     """
 
+    def __new__(cls, *args, **kwargs):
+        # With the native module, an instance of a subclass whose call path is
+        # C (native.Dispatch); its __call__ does what the Python one below does.
+        if cls is CompiledFunction:
+            native_cls = _native_variant(CompiledFunction, "Dispatch")
+            if native_cls is not None:
+                return native_cls.__new__(native_cls)
+        return super().__new__(cls)
+
     def __init__(self, fn: types.FunctionType, backend_name: str, backend: Callable, fullgraph: bool,
                  dynamic=None):
         super().__init__(backend_name, backend, fullgraph, dynamic)
         self._fn = fn
         functools.update_wrapper(self, fn)
+
+    def _native_miss(self, args, kwargs):
+        """What the native call path runs for a call no entry's guard holds for
+        (see ``native.Dispatch``): a new entry's function, or the original."""
+        entry = self._resolve(self._fn, args, kwargs)
+        return self._fn if entry is None else entry.fn
 
     def __call__(self, /, *args, **kwargs):
         if _gettrace() is not None:
@@ -263,6 +278,28 @@ class CompiledFunction(FrameCache):
         if obj is None:
             return self
         return types.MethodType(self, obj)
+
+
+#: (native module, {Python class: its subclass on the native call path})
+_NATIVE_CLASSES: list = [None, {}]
+
+
+def _native_variant(cls: type, base_name: str) -> Optional[type]:
+    """``cls`` with the native module's ``base_name`` type first in its bases,
+    so the C ``__call__``/``select`` of that type are the ones used (each does
+    what ``cls``'s Python method does); None without the native module."""
+    from . import native
+    m = native.load()
+    if m is None:
+        return None
+    if _NATIVE_CLASSES[0] is not m:
+        m.set_stats(STATS)
+        _NATIVE_CLASSES[:] = [m, {}]
+    variants = _NATIVE_CLASSES[1]
+    if cls not in variants:
+        variants[cls] = type(cls.__name__, (getattr(m, base_name), cls),
+                             {"__slots__": (), "__doc__": cls.__doc__, "__module__": __name__})
+    return variants[cls]
 
 
 class FrameRunner(FrameCache):
@@ -316,6 +353,12 @@ class FrameRunner(FrameCache):
             if hit:
                 STATS.cache_hits += 1
                 return entry.function_for(fn)
+        return self._select_miss(fn, *args)
+
+    # the native base's select (native.Selector) hands these the calls it does not finish
+    _select_slow = select
+
+    def _select_miss(self, fn, /, *args):
         entry = self._resolve(fn, args, {})
         return fn if entry is None else entry.function_for(fn)
 
@@ -343,7 +386,8 @@ def runner_for(code: types.CodeType, backend_name: str, backend: Callable) -> Fr
     key = (code, backend_name, id(backend))
     runner = _RUNNERS.get(key)
     if runner is None:
-        runner = _RUNNERS[key] = FrameRunner(backend_name, backend, fullgraph=False)
+        cls = _native_variant(FrameRunner, "Selector") or FrameRunner
+        runner = _RUNNERS[key] = cls(backend_name, backend, fullgraph=False)
         runner._backend_keepalive = backend
     return runner
 

@@ -7,7 +7,10 @@ C++ tensor directly.  It is compiled against the installed torch by::
 
     python -m bytegraph.native build     # `make` runs this for you
 
-and loaded the first time a guard is compiled.  When it is missing, stale (built
+and loaded the first time a guard is compiled.  The same module holds the C
+call path of compiled functions (``Dispatch``: guards tried, the entry
+called, no Python frame of its own) and of continuations (``Selector``, the
+hit path of ``FrameRunner.select``).  When it is missing, stale (built
 for another torch or Python, or from older source), disabled
 (``bytegraph.config.native_guards = False`` or ``BYTEGRAPH_NATIVE_GUARDS=0``),
 or fails its self-test, guards use the equivalent pure-Python conditions: same

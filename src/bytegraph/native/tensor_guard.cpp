@@ -10,10 +10,17 @@
 // NO_ALIASING); tests compare the two on random tensors.
 //
 // Built by `python -m bytegraph.native build` against the installed torch.
+//
+// It also holds the base class of compiled functions' call path (Dispatch):
+// the lookup "first entry whose guard holds, then its code" without a Python
+// frame of its own, and so without packing the arguments into *args/**kwargs
+// twice (once for the wrapper, once for the guard).
 
 #include <torch/csrc/Device.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
+
+#include <structmember.h>
 
 #include <algorithm>
 #include <vector>
@@ -256,13 +263,363 @@ PyObject* kwdefaults_of(PyObject*, PyObject* fn) {
   return function_part(fn, PyFunction_Check(fn) ? PyFunction_GET_KW_DEFAULTS(fn) : nullptr, "__kwdefaults__");
 }
 
+// ---------------------------------------------------------------------------
+// Dispatch: the call of a compiled function (cache.CompiledFunction's native
+// base).  Semantics are those of CompiledFunction.__call__ in Python:
+//
+//   if sys.gettrace() is not None: return self._fn(*args, **kwargs)
+//   for entry in self._entries:
+//       try: hit = entry.guard.check(*args, **kwargs)
+//       except TypeError: break
+//       if hit: STATS.cache_hits += 1; return entry.fn(*args, **kwargs)
+//   return self._native_miss(args, kwargs)(*args, **kwargs)   # compiles on a miss
+//
+// It is a vectorcall: the guard and the entry receive the caller's argument
+// array as it is (Python 3.11 calls a subclass's instances through tp_call,
+// which unpacks the tuple; 3.12+ inherits the vectorcall itself).
+// ``_entries`` is a slot of the object; the Python class reads and writes it
+// as an attribute.
+
+struct Dispatch {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;  // Dispatch_vectorcall (Python 3.12+ calls subclasses' instances through it)
+  PyObject* entries;
+};
+
+PyObject* s_guard = nullptr;
+PyObject* s_check = nullptr;
+PyObject* s_fn = nullptr;
+PyObject* s_orig_fn = nullptr;
+PyObject* s_native_miss = nullptr;
+PyObject* s_cache_hits = nullptr;
+PyObject* g_stats = nullptr;  // diagnostics.STATS (set_stats), or NULL: hits are not counted
+
+int count_hit() {
+  if (g_stats == nullptr) {
+    return 0;
+  }
+  PyObject* old = PyObject_GetAttr(g_stats, s_cache_hits);
+  if (old == nullptr) {
+    return -1;
+  }
+  PyObject* one = PyLong_FromLong(1);
+  PyObject* now = one == nullptr ? nullptr : PyNumber_Add(old, one);
+  Py_DECREF(old);
+  Py_XDECREF(one);
+  if (now == nullptr) {
+    return -1;
+  }
+  int rc = PyObject_SetAttr(g_stats, s_cache_hits, now);
+  Py_DECREF(now);
+  return rc;
+}
+
+// attr of attr of obj (a new reference), or NULL with an exception set
+PyObject* get_attr2(PyObject* obj, PyObject* a, PyObject* b) {
+  PyObject* mid = PyObject_GetAttr(obj, a);
+  if (mid == nullptr) {
+    return nullptr;
+  }
+  PyObject* out = PyObject_GetAttr(mid, b);
+  Py_DECREF(mid);
+  return out;
+}
+
+// args[:nargs] positional, then one per name in kwnames: as a tuple and a dict
+int unpack(PyObject* const* args, size_t nargsf, PyObject* kwnames, PyObject** tuple, PyObject** dict) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  *tuple = PyTuple_New(nargs);
+  *dict = PyDict_New();
+  if (*tuple == nullptr || *dict == nullptr) {
+    Py_CLEAR(*tuple);
+    Py_CLEAR(*dict);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SET_ITEM(*tuple, i, args[i]);
+  }
+  Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    if (PyDict_SetItem(*dict, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
+      Py_CLEAR(*tuple);
+      Py_CLEAR(*dict);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// The first entry of ``entries`` whose guard.check(*args) holds, counted as a
+// cache hit: 1 and *found (a new reference); 0 for none (a TypeError from
+// the check, arguments that do not bind, is a miss too); -1 with an exception.
+int find_entry(PyObject* entries, PyObject* const* args, size_t nargsf, PyObject* kwnames, PyObject** found) {
+  *found = nullptr;
+  if (entries == nullptr || !PyList_CheckExact(entries)) {
+    return 0;
+  }
+  Py_INCREF(entries);
+  int status = 0;
+  // (the size is read again each round: a guard may run code that adds or drops entries)
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); ++i) {
+    PyObject* entry = PyList_GET_ITEM(entries, i);
+    Py_INCREF(entry);
+    PyObject* check = get_attr2(entry, s_guard, s_check);
+    if (check == nullptr) {
+      Py_DECREF(entry);
+      status = -1;
+      break;
+    }
+    PyObject* r = PyObject_Vectorcall(check, args, nargsf, kwnames);
+    Py_DECREF(check);
+    int hit = -1;
+    if (r != nullptr) {
+      hit = PyObject_IsTrue(r);
+      Py_DECREF(r);
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+      PyErr_Clear();
+      Py_DECREF(entry);
+      break;
+    }
+    if (hit > 0 && count_hit() < 0) {
+      hit = -1;
+    }
+    if (hit != 0) {
+      if (hit > 0) {
+        *found = entry;
+        status = 1;
+      } else {
+        Py_DECREF(entry);
+        status = -1;
+      }
+      break;
+    }
+    Py_DECREF(entry);
+  }
+  Py_DECREF(entries);
+  return status;
+}
+
+PyObject* Dispatch_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyThreadState_Get()->c_traceobj != nullptr) {
+    // a line tracer (debugger, coverage, sys.settrace) is watching: the
+    // original function runs, so it sees the lines and frames it expects
+    PyObject* fn = PyObject_GetAttr(self, s_orig_fn);
+    if (fn == nullptr) {
+      return nullptr;
+    }
+    PyObject* out = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    Py_DECREF(fn);
+    return out;
+  }
+  PyObject* entry;
+  int found = find_entry(reinterpret_cast<Dispatch*>(self)->entries, args, nargsf, kwnames, &entry);
+  if (found < 0) {
+    return nullptr;
+  }
+  if (found > 0) {
+    PyObject* fn = PyObject_GetAttr(entry, s_fn);
+    Py_DECREF(entry);
+    if (fn == nullptr) {
+      return nullptr;
+    }
+    PyObject* out = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    Py_DECREF(fn);
+    return out;
+  }
+  // A miss: Python compiles (or picks) what to run, and it runs from here,
+  // so no frame of bytegraph's sits between the caller and the function (a
+  // warning's stacklevel, sys._getframe(1) see the caller, as in eager).
+  PyObject *tuple, *dict;
+  if (unpack(args, nargsf, kwnames, &tuple, &dict) < 0) {
+    return nullptr;
+  }
+  PyObject* target = PyObject_CallMethodObjArgs(self, s_native_miss, tuple, dict, nullptr);
+  Py_DECREF(tuple);
+  Py_DECREF(dict);
+  if (target == nullptr) {
+    return nullptr;
+  }
+  PyObject* out = PyObject_Vectorcall(target, args, nargsf, kwnames);
+  Py_DECREF(target);
+  return out;
+}
+
+PyObject* Dispatch_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject* self = PyType_GenericNew(type, args, kwargs);
+  if (self != nullptr) {
+    reinterpret_cast<Dispatch*>(self)->vectorcall = Dispatch_vectorcall;
+  }
+  return self;
+}
+
+int Dispatch_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<Dispatch*>(self)->entries);
+  return 0;
+}
+
+int Dispatch_clear(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<Dispatch*>(self)->entries);
+  return 0;
+}
+
+void Dispatch_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  Dispatch_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyMemberDef Dispatch_members[] = {
+    {const_cast<char*>("_entries"), T_OBJECT_EX, offsetof(Dispatch, entries), 0,
+     const_cast<char*>("the cache entries, tried in order")},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyTypeObject DispatchType = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+};
+
+// ---------------------------------------------------------------------------
+// Selector: the hit path of cache.FrameRunner.select (its native base).
+// Transformed code calls ``select(fn, *args)`` for each continuation (resume
+// function, loop body) it enters; fn was just made with the live cells as its
+// closure.  On a hit this returns the entry's code as a function with fn's
+// globals and closure, as CacheEntry.function_for does.  Everything else (a
+// line tracer, a deep stack) goes to the Python method ``_select_slow``,
+// which is FrameRunner's whole logic; a miss to ``_select_miss``.
+
+PyObject* s_code = nullptr;
+PyObject* s_select_slow = nullptr;
+PyObject* s_select_miss = nullptr;
+
+// May more Python frames be active than continuations may nest (a third of
+// the recursion limit)?  The interpreter's recursion counter bounds the
+// Python frames on the stack from above, so "no" is certain and "yes" is
+// checked again exactly in Python.
+bool maybe_deep(PyThreadState* ts) {
+#if PY_VERSION_HEX >= 0x030C0000
+  int limit = ts->py_recursion_limit, used = limit - ts->py_recursion_remaining;
+#else
+  int limit = ts->recursion_limit, used = limit - ts->recursion_remaining;
+#endif
+  return used > limit / 3;
+}
+
+// self.<method>(*args)
+PyObject* call_method(PyObject* self, PyObject* method, PyObject* const* args, Py_ssize_t nargs) {
+  std::vector<PyObject*> call(nargs + 1);
+  call[0] = self;
+  std::copy(args, args + nargs, call.begin() + 1);
+  return PyObject_VectorcallMethod(method, call.data(), nargs + 1, nullptr);
+}
+
+PyObject* select_slow(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  return call_method(self, s_select_slow, args, nargs);
+}
+
+// entry.code as a function with fn's globals, name and closure (CacheEntry.function_for)
+PyObject* function_for(PyObject* entry, PyObject* fn) {
+  PyObject* code = PyObject_GetAttr(entry, s_code);
+  if (code == nullptr) {
+    return nullptr;
+  }
+  if (code == Py_None) {
+    Py_DECREF(code);
+    Py_INCREF(fn);
+    return fn;
+  }
+  PyObject* out = PyFunction_New(code, PyFunction_GET_GLOBALS(fn));
+  Py_DECREF(code);
+  if (out == nullptr) {
+    return nullptr;
+  }
+  PyObject* name = reinterpret_cast<PyFunctionObject*>(fn)->func_name;
+  PyObject* closure = PyFunction_GET_CLOSURE(fn);
+  if ((name != reinterpret_cast<PyFunctionObject*>(out)->func_name &&
+       PyObject_SetAttrString(out, "__name__", name) < 0) ||
+      (closure != nullptr && PyFunction_SetClosure(out, closure) < 0)) {
+    Py_DECREF(out);
+    return nullptr;
+  }
+  return out;
+}
+
+PyObject* Selector_select(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyThreadState* ts = PyThreadState_Get();
+  PyObject* entries = reinterpret_cast<Dispatch*>(self)->entries;
+  if (nargs < 1 || !PyFunction_Check(args[0]) || ts->c_traceobj != nullptr || maybe_deep(ts) ||
+      entries == nullptr || !PyList_CheckExact(entries)) {
+    return select_slow(self, args, nargs);
+  }
+  PyObject* fn = args[0];
+  // the guard's arguments: fn's closure (None without cells), then args[1:]
+  PyObject* small[9];
+  std::vector<PyObject*> big;
+  PyObject** gargs = small;
+  if (nargs > 9) {
+    big.resize(nargs);
+    gargs = big.data();
+  }
+  PyObject* cells = PyFunction_GET_CLOSURE(fn);
+  gargs[0] = cells != nullptr ? cells : Py_None;
+  std::copy(args + 1, args + nargs, gargs + 1);
+  PyObject* entry;
+  int found = find_entry(entries, gargs, nargs, nullptr, &entry);
+  if (found < 0) {
+    return nullptr;
+  }
+  if (found == 0) {
+    return call_method(self, s_select_miss, args, nargs);
+  }
+  PyObject* out = function_for(entry, fn);
+  Py_DECREF(entry);
+  return out;
+}
+
+PyMethodDef Selector_methods[] = {
+    {"select", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Selector_select)), METH_FASTCALL,
+     "select(fn, *args) -> the function to call with args for generated function fn"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyTypeObject SelectorType = {
+    PyVarObject_HEAD_INIT(nullptr, 0)
+};
+
+// set_stats(stats): the object whose ``cache_hits`` a hit increments
+PyObject* set_stats(PyObject*, PyObject* stats) {
+  Py_INCREF(stats);
+  Py_XSETREF(g_stats, stats);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
     {"distinct", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(distinct)), METH_FASTCALL,
      "distinct(*objs) -> bool: no object appears twice"},
     {"code_of", code_of, METH_O, "code_of(f) -> f.__code__, without the attribute read's audit event"},
     {"defaults_of", defaults_of, METH_O, "defaults_of(f) -> f.__defaults__, without the audit event"},
     {"kwdefaults_of", kwdefaults_of, METH_O, "kwdefaults_of(f) -> f.__kwdefaults__, without the audit event"},
+    {"set_stats", set_stats, METH_O, "set_stats(stats): the object whose cache_hits Dispatch hits increment"},
     {nullptr, nullptr, 0, nullptr}};
+
+void init_entries_type(PyTypeObject* type, const char* name, const char* doc) {
+  type->tp_name = name;
+  type->tp_basicsize = sizeof(Dispatch);
+  type->tp_dealloc = Dispatch_dealloc;
+  type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC;
+  type->tp_doc = doc;
+  type->tp_traverse = Dispatch_traverse;
+  type->tp_clear = Dispatch_clear;
+  type->tp_members = Dispatch_members;
+  type->tp_new = PyType_GenericNew;
+}
+
+int add_type(PyObject* m, const char* name, PyTypeObject* type) {
+  Py_INCREF(type);
+  if (PyModule_AddObject(m, name, reinterpret_cast<PyObject*>(type)) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  return 0;
+}
 
 PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_native", "bytegraph's native guard checks", -1,
                           module_methods};
@@ -280,13 +637,37 @@ PyMODINIT_FUNC PyInit__native(void) {
   if (PyType_Ready(&TensorCheckType) < 0) {
     return nullptr;
   }
+  // Dispatch and Selector hold a list of entries (Dispatch's layout)
+  init_entries_type(&DispatchType, "bytegraph.native.Dispatch",
+                    "the native call path of a compiled function (base of cache.CompiledFunction)");
+  DispatchType.tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  DispatchType.tp_vectorcall_offset = offsetof(Dispatch, vectorcall);
+  DispatchType.tp_call = PyVectorcall_Call;
+  DispatchType.tp_new = Dispatch_new;
+  init_entries_type(&SelectorType, "bytegraph.native.Selector",
+                    "the native hit path of cache.FrameRunner.select (its base)");
+  SelectorType.tp_methods = Selector_methods;
+  if (PyType_Ready(&DispatchType) < 0 || PyType_Ready(&SelectorType) < 0) {
+    return nullptr;
+  }
+  s_code = PyUnicode_InternFromString("code");
+  s_select_slow = PyUnicode_InternFromString("_select_slow");
+  s_select_miss = PyUnicode_InternFromString("_select_miss");
+  s_guard = PyUnicode_InternFromString("guard");
+  s_check = PyUnicode_InternFromString("check");
+  s_fn = PyUnicode_InternFromString("fn");
+  s_orig_fn = PyUnicode_InternFromString("_fn");
+  s_native_miss = PyUnicode_InternFromString("_native_miss");
+  s_cache_hits = PyUnicode_InternFromString("cache_hits");
+  if (!s_code || !s_select_slow || !s_select_miss || !s_guard || !s_check || !s_fn || !s_orig_fn || !s_native_miss || !s_cache_hits) {
+    return nullptr;
+  }
   PyObject* m = PyModule_Create(&module_def);
   if (m == nullptr) {
     return nullptr;
   }
-  Py_INCREF(&TensorCheckType);
-  if (PyModule_AddObject(m, "TensorCheck", reinterpret_cast<PyObject*>(&TensorCheckType)) < 0) {
-    Py_DECREF(&TensorCheckType);
+  if (add_type(m, "TensorCheck", &TensorCheckType) < 0 || add_type(m, "Selector", &SelectorType) < 0 ||
+      add_type(m, "Dispatch", &DispatchType) < 0) {
     Py_DECREF(m);
     return nullptr;
   }
