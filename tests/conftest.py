@@ -8,6 +8,7 @@ backend received, so a frame that silently ran eagerly fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Callable, Dict, List, Optional
 
@@ -64,6 +65,33 @@ def native_mode(request, monkeypatch):
         pytest.skip(f"native guard checks {native.status()}")
     monkeypatch.setattr(config, "native_guards", request.param == "native")
     return request.param
+
+
+@contextlib.contextmanager
+def captured_logs(*families):
+    """The messages bytegraph logs under ``families`` while the block runs
+    (a list, filled as they are logged), whatever else is configured."""
+    import logging
+    from bytegraph import logs
+    messages: List[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Capture(logging.DEBUG)
+    saved = []
+    for family in families:
+        logger = logs._LOGGERS[family]
+        saved.append((logger, logger.level))
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        for logger, level in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
 
 
 # ---------------------------------------------------------------------------

@@ -236,7 +236,7 @@ def test_logs_go_to_stderr_only_and_never_stdout():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
-    for needle in ("[bytegraph.graph]", "[bytegraph.guards]", "[bytegraph.bytecode]", "[bytegraph.recompiles]"):
+    for needle in ("[bytegraph.graph_code]", "[bytegraph.guards]", "[bytegraph.bytecode]", "[bytegraph.recompiles]"):
         assert needle in proc.stderr
 
 

@@ -103,20 +103,14 @@ def test_dynamic_true_and_false_and_marks():
     assert be4.count == 3
 
 
-def test_recompile_log_names_guard_input_and_old_and_new_values(caplog):
-    from bytegraph import diagnostics
-    diagnostics.set_logs("recompiles")
-    diagnostics.logger.propagate = True
-    try:
+def test_recompile_log_names_guard_input_and_old_and_new_values():
+    from conftest import captured_logs
+    with captured_logs("recompiles") as messages:
         cf = bytegraph.compile(lambda x, k: x * k, backend="eager")
-        with caplog.at_level(logging.INFO, logger="bytegraph"):
-            cf(torch.ones(2), 3)
-            cf(torch.ones(5), 3)
-            cf(torch.ones(5), 4)
-    finally:
-        diagnostics.logger.propagate = False
-        diagnostics.set_logs("")
-    text = caplog.text
+        cf(torch.ones(2), 3)
+        cf(torch.ones(5), 3)
+        cf(torch.ones(5), 4)
+    text = "\n".join(messages)
     assert "guard failed: x: Tensor" in text and "shape=[2]" in text and "got" in text and "shape=[5]" in text
     assert "now dynamic: dims {'x': [0]}" in text
     assert "k == 3 (got 4)" in text

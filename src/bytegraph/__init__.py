@@ -10,7 +10,7 @@ Example::
     tensor([2., 2.])
 """
 
-from . import config, native
+from . import config, logs, native
 from .api import ExplainReport, compile, explain, graph_break, reset, stats
 from .dynamic import mark_dynamic, mark_static
 from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, Unsupported,
@@ -18,7 +18,7 @@ from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError,
 
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
-    "mark_dynamic", "mark_static", "native",
+    "mark_dynamic", "mark_static", "native", "logs",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
     "BreakRecord", "UserLocation",
 ]

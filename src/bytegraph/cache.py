@@ -22,7 +22,8 @@ from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .guard_compiler import code_signature
-from .diagnostics import ENABLED, STATS, emit, log, logger
+from .diagnostics import STATS, emit, logger
+from .logs import enabled, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
 
 #: bound once: checked on every compiled call
@@ -130,7 +131,7 @@ class FrameCache:
         if self._entries:
             STATS.recompiles += 1
             last = self._entries[-1]
-            if ENABLED["recompiles"]:
+            if enabled("recompiles"):
                 reason = last.guard.why_failed(args, kwargs)
                 log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
                     fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
@@ -141,7 +142,7 @@ class FrameCache:
             # another module of the same class where the entry had one: from
             # now on modules there are guarded by structure (DynamicPolicy)
             self._policy.fresh_modules.update(last.guard.replaced_modules(args, kwargs))
-            if self._policy.learn(shapes, ints) and ENABLED["recompiles"]:
+            if self._policy.learn(shapes, ints) and enabled("recompiles"):
                 log("recompiles", "%s: now dynamic: dims %s, ints %s", fn.__qualname__,
                     {k: sorted(v) for k, v in self._policy.dims.items()}, sorted(self._policy.ints))
         try:

@@ -22,7 +22,8 @@ from .break_plan import BreakPlan, plan_break
 from .breaks import BreakEmitter
 from .values.user_keys import holds_user_keyed_dict
 from .codegen import Codegen, live_values
-from .diagnostics import ENABLED, STATS, emit, log
+from .diagnostics import STATS, emit
+from .logs import enabled, log
 from .gc_defer import full_collections_deferred
 from .values.base import reachable
 from .errors import Unsupported, UserException
@@ -234,8 +235,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             _guard_disjoint_storage(trace)
         gm = graph.finish([t.node for t in tensors])
         example_inputs = graph.example_inputs()
-        if ENABLED["graph"]:
-            log("graph", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
+        if enabled("graph_code"):
+            log("graph_code", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
         if _scalar_arithmetic_only(gm):
             # Python int/float/bool arithmetic on symbolic numbers (a loop
             # counter made dynamic, ``a += i`` in a loop body): the graph's own
@@ -281,7 +282,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         se.emit_replay(cg)
         cg.emit("RETURN_VALUE")
     code = cg.assemble()
-    if ENABLED["bytecode"]:
+    if enabled("bytecode"):
         import io
         buf = io.StringIO()
         dis.dis(code, file=buf)

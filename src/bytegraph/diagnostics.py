@@ -1,54 +1,15 @@
-"""Logs, counters and the records that ``explain()`` reads.
-
-Log families are switched on by ``BYTEGRAPH_LOGS=graph,guards,bytecode,recompiles,graph_breaks,errors``
-(or ``all``).  Each family is a child of the ``bytegraph`` logger and writes to
-stderr.  Code on the trace path checks the module-level flag ``ENABLED[...]``
-before building any message, so disabled logs cost one dict lookup.
-"""
+"""Counters and the events that ``explain()`` reads (the logs are in :mod:`bytegraph.logs`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import sys
 from typing import Callable, List
 
-FAMILIES = ("graph", "guards", "bytecode", "recompiles", "graph_breaks", "errors")
+# the logs live in logs.py (wired into torch._logging); re-exported for the modules that log
+from .logs import enabled, log, set_logs  # noqa: E402,F401
 
 logger = logging.getLogger("bytegraph")
-ENABLED = {family: False for family in FAMILIES}
-
-
-def set_logs(spec: str) -> None:
-    """Enable log families from a comma separated spec (``"graph,guards"`` or ``"all"``).
-
-    Example::
-
-        >>> set_logs("graph_breaks")
-        >>> ENABLED["graph_breaks"]
-        True
-    """
-    wanted = {s.strip() for s in spec.split(",") if s.strip()}
-    if "all" in wanted:
-        wanted = set(FAMILIES)
-    for family in FAMILIES:
-        ENABLED[family] = family in wanted
-    if any(ENABLED.values()) and not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-
-
-def log(family: str, message: str, *args) -> None:
-    """Log ``message % args`` under ``family`` if that family is enabled."""
-    if ENABLED[family]:
-        logging.getLogger("bytegraph").getChild(family).info(message, *args)
-
-
-set_logs(os.environ.get("BYTEGRAPH_LOGS", ""))
 
 
 @dataclasses.dataclass

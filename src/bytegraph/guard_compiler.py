@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import native as _native
-from .diagnostics import log
+from .logs import log
 from .guards import (
     _DEFAULT_DEVICE, _NUMERIC_KEY_TYPES, _PRIORITY, _STATE_QUERIES, IDENTITY_KINDS, Guard, GuardSet,
     _Forgotten, _has_numbers, _short, autocast_state, key_types, storages_disjoint, typed,
