@@ -11,13 +11,15 @@ Example::
 """
 
 from . import config, logs, native
-from .api import ExplainReport, compile, explain, graph_break, reset, stats
+from .api import ExplainReport, compile, explain, reset, stats
+from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_stance
 from .dynamic import mark_dynamic, mark_static
-from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, Unsupported,
-                     UserLocation)
+from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, RecompileError,
+                     Unsupported, UserLocation)
 
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
+    "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError",
     "mark_dynamic", "mark_static", "native", "logs",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
     "BreakRecord", "UserLocation",

@@ -4,23 +4,41 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import types
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
 from . import diagnostics
-from .backends import lookup_backend
+from .backends import MODES, configure, lookup_backend
 from .cache import CompiledFunction, reset_all
+from .decorators import graph_break, is_disabled  # noqa: F401 (graph_break: bytegraph.graph_break)
 from .diagnostics import STATS, Stats
 from .errors import BreakRecord
 
 
-def compile(fn: Optional[Callable] = None, *, backend: Any = "inductor", fullgraph: bool = False,
-            dynamic: Optional[bool] = None) -> Callable:
-    """Compile ``fn`` (a function, bound method or ``nn.Module``) with bytegraph.
+def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynamic: Optional[bool] = None,
+            backend: Any = "inductor", mode: Optional[str] = None, options: Optional[dict] = None,
+            name: Optional[str] = None, disable: bool = False, recompile_limit: Optional[int] = None,
+            isolate_recompiles: bool = False, shapes_spec: Any = None, dynamic_shapes: Any = None) -> Callable:
+    """Compile ``model`` with bytegraph; torch.compile's signature and meaning.
 
-    Usable directly or as a decorator, with or without arguments.
+    ``model`` is a function, a bound method, an ``nn.Module``, a callable
+    object, a ``functools.partial`` or an already compiled function (compiled
+    again from its original with these settings).  ``backend`` is a name
+    (``"inductor"``, ``"eager"``, ``"aot_eager"``, or one registered with
+    torch's backend registry) or a callable ``backend(gm, example_inputs)``.
+    ``mode`` and ``options`` go to Inductor as torch.compile gives them
+    (``options`` as Inductor config patches), or to a custom backend as
+    keyword arguments.  ``disable=True`` returns ``model`` unchanged.
+    ``recompile_limit`` caps this compile's cache entries (default
+    ``config.cache_size_limit``); past it new variants run eagerly, or raise
+    under ``fullgraph=True``.  Every ``compile()`` call has its own entries, so
+    ``isolate_recompiles`` is always in effect.  ``name`` labels the function in
+    logs.  ``shapes_spec``/``dynamic_shapes`` (torch 2.13/2.14 spellings) are
+    not supported: use ``dynamic=`` or ``bytegraph.mark_dynamic``.  Usable
+    directly or as a decorator, with or without arguments.
 
     Example::
 
@@ -31,22 +49,107 @@ def compile(fn: Optional[Callable] = None, *, backend: Any = "inductor", fullgra
         >>> f(torch.ones(2), torch.ones(2))
         tensor([2., 2.])
     """
-    if fn is None:
-        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    name, backend_fn = lookup_backend(backend)
-    if isinstance(fn, torch.nn.Module):
+    _validate(fullgraph, dynamic, mode, options, disable)
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 1):
+        raise ValueError(f"recompile_limit must be a positive int or None, not {recompile_limit!r}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
+    for arg, value in (("shapes_spec", shapes_spec), ("dynamic_shapes", dynamic_shapes)):
+        if value is not None:
+            raise ValueError(f"bytegraph does not support {arg}= yet; use dynamic=True or "
+                             f"bytegraph.mark_dynamic(tensor, dim)")
+    backend_name, backend_fn = lookup_backend("inductor" if backend is None else backend)
+    backend_fn = configure(backend_name, backend_fn, mode, options, dynamic)
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                 options=options, name=name, disable=disable, recompile_limit=recompile_limit,
+                                 isolate_recompiles=isolate_recompiles)
+    if disable:
+        return model
+    compiled = _compiled(model, backend_name, backend_fn, fullgraph, dynamic)
+    cache = _cache_of(compiled)
+    if cache is not None:
+        cache._limit = recompile_limit
+        if name is not None:
+            cache._label = name
+    return compiled
+
+
+def _cache_of(compiled):
+    """The CompiledFunction behind what ``_compiled`` returned (None: nothing compiled)."""
+    from .compiled_module import CompiledModule
+    if isinstance(compiled, CompiledModule):
+        return compiled._bg_call
+    if isinstance(compiled, types.MethodType):
+        compiled = compiled.__func__
+    if isinstance(compiled, functools.partial):
+        return _cache_of(compiled.func)
+    return compiled if isinstance(compiled, CompiledFunction) else None
+
+
+def _validate(fullgraph, dynamic, mode, options, disable) -> None:
+    """Reject what torch.compile rejects, with the valid values in the message."""
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"fullgraph must be True or False, not {fullgraph!r}")
+    if not isinstance(disable, bool):
+        raise TypeError(f"disable must be True or False, not {disable!r}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise ValueError(f"dynamic must be None (automatic), True or False, not {dynamic!r}")
+    if mode is not None and options is not None:
+        raise ValueError("mode and options cannot both be given: mode is a preset of options")
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"options must be a dict of Inductor settings, not {type(options).__name__}")
+
+
+def _compiled(model, name: str, backend_fn: Callable, fullgraph: bool, dynamic) -> Callable:
+    """``model`` compiled: each kind of callable the way its calls reach Python code."""
+    if isinstance(model, torch.nn.Module):
         from .compiled_module import CompiledModule
-        return CompiledModule(fn, name, backend_fn, fullgraph, dynamic)
-    if isinstance(fn, CompiledFunction):
-        return fn
-    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        return types.MethodType(CompiledFunction(fn.__func__, name, backend_fn, fullgraph, dynamic), fn.__self__)
-    if not callable(fn):
-        raise TypeError(f"bytegraph.compile() expects a callable, got {type(fn).__name__}")
-    if not isinstance(fn, types.FunctionType):
-        diagnostics.log("graph_breaks", "%r is not a Python function; it runs as it is", fn)
-        return fn
-    return CompiledFunction(fn, name, backend_fn, fullgraph, dynamic)
+        if isinstance(model, CompiledModule):
+            model = model._orig_mod   # compiled again, from the original, with these settings
+        return CompiledModule(model, name, backend_fn, fullgraph, dynamic)
+    if isinstance(model, CompiledFunction):
+        return CompiledFunction(model._fn, name, backend_fn, fullgraph, dynamic)
+    if isinstance(model, types.MethodType):
+        func = model.__func__
+        if isinstance(func, CompiledFunction):
+            func = func._fn
+        if isinstance(func, types.FunctionType) and not is_disabled(func):
+            return types.MethodType(CompiledFunction(func, name, backend_fn, fullgraph, dynamic), model.__self__)
+    if isinstance(model, functools.partial):
+        # the partial's own function compiled; its bound arguments stay as they are
+        return functools.partial(_compiled(model.func, name, backend_fn, fullgraph, dynamic), *model.args,
+                                 **model.keywords)
+    if not callable(model):
+        raise TypeError(f"bytegraph.compile() expects a callable, got {type(model).__name__}")
+    if is_disabled(model):
+        diagnostics.log("graph_breaks", "%s is disabled for compilers (torch.compiler.disable / "
+                        "bytegraph.disable): it runs as it is", getattr(model, "__qualname__", model))
+        return model
+    if isinstance(model, types.FunctionType):
+        return CompiledFunction(model, name, backend_fn, fullgraph, dynamic)
+    call = inspect.getattr_static(type(model), "__call__", None)
+    if isinstance(call, types.FunctionType) and not isinstance(model, type):
+        # a callable object: its __call__ compiled, bound to it
+        return types.MethodType(CompiledFunction(call, name, backend_fn, fullgraph, dynamic), model)
+    # a builtin, a class, a C callable: compiled as a call to it
+    return CompiledFunction(_forwarder(model), name, backend_fn, fullgraph, dynamic)
+
+
+def _forwarder(target: Callable) -> types.FunctionType:
+    """A Python function that calls ``target`` (so a C callable has a frame to compile)."""
+    def call(*args, **kwargs):
+        return target(*args, **kwargs)
+    for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+        value = getattr(target, attr, None)
+        if isinstance(value, str):
+            try:
+                setattr(call, attr, value)
+            except (TypeError, AttributeError):
+                pass
+    return call
 
 
 def stats() -> Stats:
@@ -190,13 +293,3 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
                              counts["transformed"], counts["seconds"], result)
 
     return run
-
-
-def graph_break() -> None:
-    """Mark a point where bytegraph must stop the graph (runs as a no-op eagerly).
-
-    Example::
-
-        >>> import bytegraph
-        >>> bytegraph.graph_break()
-    """

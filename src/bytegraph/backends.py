@@ -7,7 +7,8 @@ inputs positionally and returns a sequence of outputs.
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+import sys
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -37,9 +38,33 @@ def _inductor(gm: torch.fx.GraphModule, example_inputs):
 
 BACKENDS = {"eager": _eager, "aot_eager": _aot_eager, "inductor": _inductor}
 
+#: torch.compile's ``mode`` values
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _registered_with_torch(name: str):
+    """A backend registered under ``name`` with torch's registry
+    (``@torch._dynamo.register_backend`` or a ``torch_dynamo_backends`` entry
+    point), or None.  The registry is read only when the program imported it."""
+    registry = sys.modules.get("torch._dynamo.backends.registry")
+    fns = getattr(registry, "_COMPILER_FNS", None)
+    if isinstance(fns, dict) and callable(fns.get(name)):
+        return fns[name]
+    try:
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="torch_dynamo_backends"):
+            if ep.name == name:
+                return ep.load()
+    except Exception:
+        return None
+    return None
+
 
 def lookup_backend(backend) -> Tuple[str, Callable]:
     """Resolve a backend name or callable to ``(name, fn)``.
+
+    A name is one of bytegraph's (``"eager"``, ``"aot_eager"``,
+    ``"inductor"``) or one registered with torch's backend registry.
 
     Example::
 
@@ -47,14 +72,61 @@ def lookup_backend(backend) -> Tuple[str, Callable]:
         'eager'
     """
     if isinstance(backend, str):
-        fn = BACKENDS.get(backend)
+        fn = BACKENDS.get(backend) or _registered_with_torch(backend)
         if fn is None:
             raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(sorted(BACKENDS))}, "
+                             f"a name registered with torch's backend registry, "
                              f"or a callable backend(gm, example_inputs)")
         return backend, fn
     if callable(backend):
         return getattr(backend, "__name__", type(backend).__name__), backend
     raise TypeError(f"backend must be a name or a callable, not {type(backend).__name__}")
+
+
+def _inductor_patches(mode: Optional[str], options: Optional[dict], dynamic) -> dict:
+    """Inductor config patches for torch.compile's ``mode``/``options``; a
+    ValueError names an option Inductor does not have."""
+    import torch._inductor.config as inductor_config
+    patches: dict = {}
+    if mode not in (None, "default"):
+        from torch._inductor import list_mode_options
+        patches.update(list_mode_options(mode, dynamic))
+    known = inductor_config.get_config_copy()
+    for key, value in (options or {}).items():
+        if key not in known:
+            raise ValueError(f"unexpected Inductor option {key!r} in options=; see torch._inductor.config "
+                             f"(for example 'max_autotune', 'epilogue_fusion')")
+        patches[key] = value
+    return patches
+
+
+def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[dict], dynamic) -> Callable:
+    """The backend callable with torch.compile's ``mode`` and ``options``
+    applied: Inductor compiles under those config patches; another backend
+    receives them as keyword arguments (``mode=``, ``options=``), as
+    torch.compile passes them.
+
+    Example::
+
+        >>> name, fn = lookup_backend("eager")
+        >>> configure(name, fn, None, None, None) is fn
+        True
+    """
+    if mode is None and not options:
+        return fn
+    if fn is _inductor:
+        patches = _inductor_patches(mode, options, dynamic)
+
+        def inductor_with_options(gm, example_inputs):
+            from torch._inductor.compile_fx import compile_fx
+            return compile_fx(gm, example_inputs, config_patches=patches)
+        return inductor_with_options
+    kwargs = {k: v for k, v in (("mode", mode), ("options", options)) if v is not None}
+
+    def with_options(gm, example_inputs):
+        return fn(gm, example_inputs, **kwargs)
+    with_options.__name__ = name
+    return with_options
 
 
 def compile_graph(name: str, backend: Callable, gm: torch.fx.GraphModule, example_inputs: List) -> Callable:

@@ -22,9 +22,11 @@ from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .guard_compiler import code_signature
+from .decorators import STANCE
 from .diagnostics import STATS, emit, logger
 from .logs import enabled, log
-from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, Unsupported, UserLocation)
+from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, RecompileError, Unsupported,
+                     UserLocation)
 
 #: bound once: checked on every compiled call
 _gettrace = sys.gettrace
@@ -60,6 +62,10 @@ class FrameCache:
         self._eager_reason: Optional[BreakRecord] = None
         self._warned_limit = False
         self._backend_failures = 0
+        #: compile(recompile_limit=...): this cache's entry limit (None: config.cache_size_limit)
+        self._limit: Optional[int] = None
+        #: compile(name=...): the label logs use (None: the function's qualified name)
+        self._label: Optional[str] = None
         _ALL.add(self)
 
     def _miss(self, fn, args, kwargs):
@@ -82,7 +88,9 @@ class FrameCache:
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return None
-        if self._warned_limit and len(self._entries) >= config.cache_size_limit:
+        if self._entries and STANCE.value != "default" and not self._stance_allows_recompile(fn, args, kwargs):
+            return None
+        if self._warned_limit and len(self._entries) >= self._entry_limit():
             return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
         try:
             code_signature(fn).bind(*args, **kwargs)
@@ -102,6 +110,19 @@ class FrameCache:
                 entry = self._compile(fn, args, kwargs)
         return None if isinstance(entry, _Eager) else entry
 
+    def _entry_limit(self) -> int:
+        return self._limit if self._limit is not None else config.cache_size_limit
+
+    def _stance_allows_recompile(self, fn, args, kwargs) -> bool:
+        """Under ``set_stance("eager_on_recompile")`` a call no entry covers runs
+        eagerly; under ``"fail_on_recompile"`` it raises (see decorators.set_stance)."""
+        if STANCE.value == "fail_on_recompile":
+            code = fn.__code__
+            reason = self._entries[-1].guard.why_failed(args, kwargs)
+            raise RecompileError(f"{fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) would recompile "
+                                 f"under set_stance('fail_on_recompile'): {reason}") from None
+        return STANCE.value != "eager_on_recompile"
+
     def _lookup(self, fn, args, kwargs):
         """An entry whose guard holds for this call (the slow path's second look)."""
         for entry in self._entries:
@@ -116,11 +137,21 @@ class FrameCache:
         """A new cache entry for this call, or ``_EAGER`` (run ``fn`` as it is)."""
         if self._eager_reason is not None:
             return _EAGER
-        if len(self._entries) >= config.cache_size_limit:
+        if len(self._entries) >= self._entry_limit():
+            if self._fullgraph:
+                raise RecompileError(f"{fn.__qualname__} reached its recompile limit ({self._entry_limit()} "
+                                     f"entries) under fullgraph=True: "
+                                     f"{self._entries[-1].guard.why_failed(args, kwargs)}") from None
             if not self._warned_limit:
                 self._warned_limit = True
-                msg = (f"bytegraph: {fn.__qualname__} hit config.cache_size_limit "
-                       f"({config.cache_size_limit}); further new variants run eagerly")
+                code = fn.__code__
+                limit = (f"its recompile_limit ({self._limit})" if self._limit is not None
+                         else f"config.cache_size_limit ({config.cache_size_limit})")
+                reasons = "; ".join(dict.fromkeys(e.guard.why_failed(args, kwargs) for e in self._entries[-3:]))
+                msg = (f"bytegraph: {self._label or fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) "
+                       f"hit {limit}; further new variants run eagerly. The last entries failed on: {reasons}. "
+                       f"Fix: make what changes dynamic (compile(..., dynamic=True), bytegraph.mark_dynamic) or "
+                       f"constant across calls, or raise the limit (compile(..., recompile_limit=N))")
                 # a log record, not warnings.warn: the program's own warning
                 # filters and recorders (-W error, catch_warnings) must not see
                 # the compiler's notices
@@ -260,7 +291,7 @@ class CompiledFunction(FrameCache):
         return self._fn if entry is None else entry.fn
 
     def __call__(self, /, *args, **kwargs):
-        if _gettrace() is not None:
+        if _gettrace() is not None or STANCE.value == "force_eager":
             # a line tracer (debugger, coverage, sys.settrace) is watching:
             # compiled code would hide the lines and frames it must see
             return self._fn(*args, **kwargs)
@@ -295,6 +326,7 @@ def _native_variant(cls: type, base_name: str) -> Optional[type]:
         return None
     if _NATIVE_CLASSES[0] is not m:
         m.set_stats(STATS)
+        m.set_force_eager(STANCE.value == "force_eager")
         _NATIVE_CLASSES[:] = [m, {}]
     variants = _NATIVE_CLASSES[1]
     if cls not in variants:

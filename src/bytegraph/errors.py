@@ -7,6 +7,7 @@ Taxonomy (DESIGN.md §6):
                            it only through ``GraphBreakError`` under ``fullgraph=True``.
 * ``GraphBreakError``   -- ``fullgraph=True`` and the frame could not be captured whole.
 * ``BackendError``      -- the backend raised, or returned something not callable.
+* ``RecompileError``    -- a recompile under ``set_stance("fail_on_recompile")``.
 * ``InternalError``     -- a bug in bytegraph; only raised with ``config.raise_on_error``.
 
 Exceptions raised by the *user's* code are never wrapped: they propagate unchanged.
@@ -117,6 +118,21 @@ class BackendError(BytegraphError):
     def __init__(self, backend_name: str, message: str):
         super().__init__(f"backend {backend_name!r} failed: {message}")
         self.backend_name = backend_name
+
+
+class RecompileError(BytegraphError):
+    """Under ``bytegraph.set_stance("fail_on_recompile")``, a compiled function
+    met inputs that no cache entry covers.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> f = bytegraph.compile(lambda x: x + 1, backend="eager")
+        >>> _ = f(torch.ones(2))
+        >>> with bytegraph.set_stance("fail_on_recompile"):
+        ...     f(torch.ones(3))  # doctest: +SKIP
+        bytegraph.errors.RecompileError: <lambda> (demo.py:2) would recompile: ...
+    """
 
 
 class InternalError(BytegraphError):

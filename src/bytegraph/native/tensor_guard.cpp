@@ -267,7 +267,7 @@ PyObject* kwdefaults_of(PyObject*, PyObject* fn) {
 // Dispatch: the call of a compiled function (cache.CompiledFunction's native
 // base).  Semantics are those of CompiledFunction.__call__ in Python:
 //
-//   if sys.gettrace() is not None: return self._fn(*args, **kwargs)
+//   if sys.gettrace() is not None or force_eager: return self._fn(*args, **kwargs)
 //   for entry in self._entries:
 //       try: hit = entry.guard.check(*args, **kwargs)
 //       except TypeError: break
@@ -293,6 +293,7 @@ PyObject* s_orig_fn = nullptr;
 PyObject* s_native_miss = nullptr;
 PyObject* s_cache_hits = nullptr;
 PyObject* g_stats = nullptr;  // diagnostics.STATS (set_stats), or NULL: hits are not counted
+bool g_force_eager = false;   // set_stance("force_eager") (set_force_eager)
 
 int count_hit() {
   if (g_stats == nullptr) {
@@ -401,9 +402,10 @@ int find_entry(PyObject* entries, PyObject* const* args, size_t nargsf, PyObject
 }
 
 PyObject* Dispatch_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  if (PyThreadState_Get()->c_traceobj != nullptr) {
+  if (PyThreadState_Get()->c_traceobj != nullptr || g_force_eager) {
     // a line tracer (debugger, coverage, sys.settrace) is watching: the
     // original function runs, so it sees the lines and frames it expects
+    // (and under set_stance("force_eager") it runs as it is)
     PyObject* fn = PyObject_GetAttr(self, s_orig_fn);
     if (fn == nullptr) {
       return nullptr;
@@ -591,12 +593,23 @@ PyObject* set_stats(PyObject*, PyObject* stats) {
   Py_RETURN_NONE;
 }
 
+// set_force_eager(flag): compiled functions run their original code (set_stance("force_eager"))
+PyObject* set_force_eager(PyObject*, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) {
+    return nullptr;
+  }
+  g_force_eager = on != 0;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef module_methods[] = {
     {"distinct", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(distinct)), METH_FASTCALL,
      "distinct(*objs) -> bool: no object appears twice"},
     {"code_of", code_of, METH_O, "code_of(f) -> f.__code__, without the attribute read's audit event"},
     {"defaults_of", defaults_of, METH_O, "defaults_of(f) -> f.__defaults__, without the audit event"},
     {"kwdefaults_of", kwdefaults_of, METH_O, "kwdefaults_of(f) -> f.__kwdefaults__, without the audit event"},
+    {"set_force_eager", set_force_eager, METH_O, "set_force_eager(flag): compiled functions run as they are"},
     {"set_stats", set_stats, METH_O, "set_stats(stats): the object whose cache_hits Dispatch hits increment"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -405,9 +405,14 @@ def _guard_function_by_parts(guards, fn: types.FunctionType, source: Source) -> 
 
 def wrap_callable_or_object(tx, obj, source):
     """Value for functions, classes, modules and other objects (identity already guarded)."""
-    from .builtins_table import builtin_handler
+    from ..decorators import is_allowed_in_graph, is_disabled
+    from .builtins_table import builtin_handler, torch_graph_break_handler
     t = type(obj)
-    handler = builtin_handler(obj)
+    if is_allowed_in_graph(obj):
+        # bytegraph.allow_in_graph / torch.compiler.allow_in_graph: one graph node per call
+        from .tensors import InGraphFunctionValue
+        return InGraphFunctionValue(obj, source)
+    handler = builtin_handler(obj) or torch_graph_break_handler(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
     if is_numpy_callable(obj):
@@ -415,11 +420,12 @@ def wrap_callable_or_object(tx, obj, source):
     if t is types.FunctionType:
         if _is_torch_function(obj):
             return TorchFunctionValue(obj, source)
-        if getattr(obj, "_torchdynamo_disable", False):
-            # @torch.compiler.disable: the user asked for this call to run natively
+        if is_disabled(obj):
+            # @torch.compiler.disable / @bytegraph.disable: the user asked for this call to run natively
             name = getattr(obj, "__qualname__", "function")
-            return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable",
-                               "compiler_disable", "the call runs natively between graphs, as requested")
+            return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable "
+                               f"or @bytegraph.disable", "compiler_disable",
+                               "the call runs natively between graphs, as requested")
         if _inference_mode_decorated(obj):
             # inference_mode is not modelled: the whole decorated call runs
             # natively (one break, not one at each step of the decorator)

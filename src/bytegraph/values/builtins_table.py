@@ -630,7 +630,7 @@ def _clear_frames(tx, args, kwargs):
 
 
 def _graph_break(tx, args, kwargs):
-    raise Unsupported("bytegraph.graph_break()", kind="explicit_graph_break",
+    raise Unsupported("an explicit graph_break() call", kind="explicit_graph_break",
                       hint="remove the call to capture across this point")
 
 
@@ -723,8 +723,19 @@ for _name in dir(math):
 
 
 def _register_graph_break():
-    from ..api import graph_break
+    # bytegraph's own markers (decorators.py); torch's are recognised by the builder
+    from ..decorators import graph_break, is_compiling
     BUILTIN_HANDLERS[graph_break] = _graph_break
+    BUILTIN_HANDLERS[is_compiling] = lambda tx, a, k: const(True)
+
+
+def torch_graph_break_handler(obj):
+    """The handler of ``torch._dynamo.graph_break`` when ``obj`` is it (looked up
+    only when the program imported torch._dynamo), else None."""
+    decorators = sys.modules.get("torch._dynamo.decorators")
+    if decorators is not None and obj is getattr(decorators, "graph_break", None):
+        return _graph_break
+    return None
 
 
 def builtin_handler(obj):

@@ -355,6 +355,21 @@ class TorchFunctionValue(Value):
         return f"TorchFunctionValue({_fn_name(self.fn)})"
 
 
+class InGraphFunctionValue(TorchFunctionValue):
+    """A function the program allowed into the graph (``bytegraph.allow_in_graph``,
+    ``torch.compiler.allow_in_graph``): each call is one graph node that the
+    backend runs or retraces, never traced into here.  Reconstructs through
+    its source or as a constant."""
+
+    __slots__ = ()
+
+    def call(self, tx, args, kwargs):
+        return graph_call(tx, "call_function", self.fn, args, kwargs)
+
+    def __repr__(self):
+        return f"InGraphFunctionValue({_fn_name(self.fn)})"
+
+
 def _fn_name(fn) -> str:
     mod = getattr(fn, "__module__", None) or "torch"
     return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}"

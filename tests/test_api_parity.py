@@ -1,0 +1,272 @@
+"""bytegraph.compile takes torch.compile's signature and means the same by it;
+torch's markers (disable, allow_in_graph, graph_break, is_compiling) and
+bytegraph's equivalents (plus set_stance) work inside compiled code."""
+
+import functools
+import inspect
+
+import pytest
+import torch
+
+import bytegraph
+from bytegraph.cache import CompiledFunction
+from conftest import CountingBackend
+
+
+def targets(be):
+    return [[n.target for n in g.graph.nodes if n.op == "call_function"] for g in be.graphs]
+
+
+def test_signature_covers_torch_compile():
+    # every parameter of the installed torch's torch.compile (2.13 and 2.14 differ in one name)
+    ours = inspect.signature(bytegraph.compile).parameters
+    theirs = inspect.signature(torch.compile).parameters
+    assert [p for p in theirs if p not in ours] == []
+    for name in theirs:
+        assert ours[name].kind == theirs[name].kind, name
+    with pytest.raises(ValueError, match="does not support shapes_spec"):
+        bytegraph.compile(lambda x: x, shapes_spec=object())
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    ({"dynamic": "auto"}, ValueError, "dynamic must be None"),
+    ({"mode": "fast"}, ValueError, "valid modes: default, reduce-overhead"),
+    ({"mode": "max-autotune", "options": {"max_autotune": True}}, ValueError, "cannot both"),
+    ({"fullgraph": 1}, TypeError, "fullgraph must be True or False"),
+    ({"options": ["max_autotune"]}, TypeError, "options must be a dict"),
+    ({"options": {"max_autotun": True}}, ValueError, "unexpected Inductor option 'max_autotun'"),
+    ({"backend": "no_such_backend"}, ValueError, "unknown backend 'no_such_backend'"),
+])
+def test_bad_arguments_are_rejected_at_compile_time(kwargs, error, text):
+    with pytest.raises(error, match=text):
+        bytegraph.compile(lambda x: x + 1, **kwargs)
+    with pytest.raises(error, match=text):
+        bytegraph.compile(**kwargs)   # the decorator form checks too
+
+
+def test_mode_and_options_reach_a_custom_backend_as_keywords():
+    seen = []
+
+    def backend(gm, example_inputs, **kwargs):
+        seen.append(kwargs)
+        return gm.forward
+
+    x = torch.randn(3)
+    assert torch.equal(bytegraph.compile(lambda x: x * 2, backend=backend, mode="max-autotune")(x), x * 2)
+    assert torch.equal(bytegraph.compile(lambda x: x * 3, backend=backend, options={"a": 1})(x), x * 3)
+    assert torch.equal(bytegraph.compile(lambda x: x * 4, backend=backend)(x), x * 4)
+    assert seen == [{"mode": "max-autotune"}, {"options": {"a": 1}}, {}]
+
+
+def test_inductor_options_are_applied(monkeypatch):
+    import torch._inductor.compile_fx as cfx
+    patches = []
+    real = cfx.compile_fx
+
+    def spy(gm, example_inputs, *args, **kwargs):
+        patches.append(kwargs.get("config_patches"))
+        return real(gm, example_inputs, *args, **kwargs)
+
+    monkeypatch.setattr(cfx, "compile_fx", spy)
+    f = bytegraph.compile(lambda x: x.sin() + 1, options={"epilogue_fusion": False})
+    x = torch.randn(4)
+    torch.testing.assert_close(f(x), x.sin() + 1)
+    g = bytegraph.compile(lambda x: x.cos() + 1, mode="max-autotune-no-cudagraphs")
+    torch.testing.assert_close(g(x), x.cos() + 1)
+    patches = [p for p in patches if p]   # (compile_fx calls itself again inside its patches)
+    assert patches[0] == {"epilogue_fusion": False}
+    assert patches[1].get("max_autotune") is True
+
+
+def test_backend_registered_with_torch_is_found_by_name():
+    from torch._dynamo.backends.registry import register_backend
+    calls = []
+
+    @register_backend(name="bytegraph_test_counting")
+    def counting(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    f = bytegraph.compile(lambda x: x - 1, backend="bytegraph_test_counting")
+    x = torch.randn(2)
+    assert torch.equal(f(x), x - 1) and len(calls) == 1
+
+
+def test_recompiling_a_compiled_function_uses_the_new_backend():
+    be1, be2 = CountingBackend(), CountingBackend()
+    f = bytegraph.compile(lambda x: x.exp(), backend=be1)
+    g = bytegraph.compile(f, backend=be2)
+    x = torch.randn(2)
+    assert g is not f and isinstance(g, CompiledFunction)
+    torch.testing.assert_close(g(x), x.exp())
+    assert len(be2.graphs) == 1 and len(be1.graphs) == 0
+    m = torch.nn.Linear(2, 2)
+    be3, be4 = CountingBackend(), CountingBackend()
+    cm = bytegraph.compile(bytegraph.compile(m, backend=be3), backend=be4)
+    torch.testing.assert_close(cm(x), m(x))
+    assert cm._orig_mod is m and len(be4.graphs) == 1 and len(be3.graphs) == 0
+
+
+def test_partial_callable_object_and_builtin_are_compiled():
+    def scale(x, k, *, shift):
+        return x * k + shift
+
+    be = CountingBackend()
+    p = bytegraph.compile(functools.partial(scale, k=3.0, shift=1.0), backend=be)
+    assert isinstance(p, functools.partial) and p.keywords == {"k": 3.0, "shift": 1.0}
+    x = torch.randn(3)
+    torch.testing.assert_close(p(x), x * 3.0 + 1.0)
+    assert len(be.graphs) == 1
+
+    class Scaler:
+        def __init__(self):
+            self.k = 2.0
+
+        def __call__(self, x):
+            return x * self.k
+
+    obj = Scaler()
+    be = CountingBackend()
+    c = bytegraph.compile(obj, backend=be)
+    torch.testing.assert_close(c(x), x * 2.0)
+    assert c.__self__ is obj and len(be.graphs) == 1
+
+    be = CountingBackend()
+    s = bytegraph.compile(torch.sin, backend=be)
+    torch.testing.assert_close(s(x), torch.sin(x))
+    assert targets(be) == [[torch.sin]]
+
+    with pytest.raises(TypeError, match="expects a callable"):
+        bytegraph.compile(42)
+
+
+def test_disabled_functions_run_as_they_are():
+    calls = []
+
+    @torch.compiler.disable
+    def theirs(x):
+        calls.append("theirs")
+        return x + 1
+
+    @bytegraph.disable
+    def ours(x):
+        calls.append("ours")
+        return x + 2
+
+    assert bytegraph.compile(theirs) is theirs and bytegraph.compile(ours) is ours
+    x = torch.randn(2)
+    assert torch.equal(theirs(x), x + 1) and torch.equal(ours(x), x + 2)
+
+    def user(x):
+        return ours(theirs(x * 2)) * 3
+
+    report = bytegraph.explain(user)(x)
+    kinds = [r.kind for r in report.break_reasons]
+    assert kinds.count("compiler_disable") == 2
+    calls.clear()
+    torch.testing.assert_close(bytegraph.compile(user, backend="eager")(x), user(x))
+    assert calls == ["theirs", "ours", "theirs", "ours"]
+    assert bytegraph.compile(lambda x: x, disable=True).__name__ == "<lambda>"
+
+
+def test_allow_in_graph_records_one_node():
+    traced_into = []
+
+    def ours(x):
+        traced_into.append(1)
+        return x.sin() * 2
+
+    def theirs(x):
+        return x.cos() - 1
+
+    assert bytegraph.allow_in_graph(ours) is ours
+    torch.compiler.allow_in_graph(theirs)
+    be = CountingBackend()
+    f = bytegraph.compile(lambda x: theirs(ours(x)) + 1, backend=be)
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), (x.sin() * 2).cos() - 1 + 1)
+    assert targets(be)[0][:2] == [ours, theirs]
+
+
+def test_graph_break_markers_and_is_compiling():
+    def f(x):
+        a = x + 1
+        torch._dynamo.graph_break()
+        b = a * 2
+        bytegraph.graph_break()
+        flags = (bytegraph.is_compiling(), torch.compiler.is_compiling())
+        return b - 1, flags
+
+    report = bytegraph.explain(f)(torch.ones(2))
+    assert report.graph_count == 3
+    assert [r.kind for r in report.break_reasons] == ["explicit_graph_break"] * 2
+    out, flags = bytegraph.compile(f, backend="eager")(torch.ones(2))
+    assert flags == (True, True) and f(torch.ones(2))[1] == (False, False)
+    torch.testing.assert_close(out, torch.full((2,), 3.0))
+
+
+@pytest.fixture
+def stance_reset():
+    yield
+    bytegraph.set_stance("default")
+
+
+def test_set_stance_force_eager_runs_the_original(native_mode, stance_reset):
+    be = CountingBackend()
+    f = bytegraph.compile(lambda x: x * 3, backend=be)
+    x = torch.randn(2)
+    f(x)
+    with bytegraph.set_stance("force_eager"):
+        hits = bytegraph.stats().cache_hits
+        torch.testing.assert_close(f(x), x * 3)
+        f(torch.randn(5, 5))
+        assert bytegraph.stats().cache_hits == hits and len(f._entries) == 1
+    hits = bytegraph.stats().cache_hits
+    f(x)
+    assert bytegraph.stats().cache_hits == hits + 1
+
+    @bytegraph.set_stance("force_eager")
+    def under_stance():
+        return f(x)
+
+    assert bytegraph.decorators.STANCE.value == "default"
+    hits = bytegraph.stats().cache_hits
+    under_stance()
+    assert bytegraph.stats().cache_hits == hits
+    bytegraph.set_stance("force_eager")
+    f(x)
+    assert bytegraph.stats().cache_hits == hits
+    bytegraph.set_stance("default")
+    f(x)
+    assert bytegraph.stats().cache_hits == hits + 1
+
+
+def test_set_stance_on_recompile(stance_reset):
+    f = bytegraph.compile(lambda x: x + 1, backend="eager")
+    f(torch.ones(2))
+    with bytegraph.set_stance("eager_on_recompile"):
+        torch.testing.assert_close(f(torch.ones(3)), torch.full((3,), 2.0))
+        torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
+        assert len(f._entries) == 1
+    with bytegraph.set_stance("fail_on_recompile"):
+        f(torch.ones(2))
+        with pytest.raises(bytegraph.RecompileError, match="would recompile.*shape=\\[4\\]"):
+            f(torch.ones(4))
+    with pytest.raises(ValueError, match="valid stances"):
+        bytegraph.set_stance("sometimes")
+
+
+def test_recompile_limit_per_compile_call(caplog):
+    f = bytegraph.compile(lambda x, k: x * k, backend="eager", recompile_limit=2, dynamic=False, name="scaler")
+    x = torch.ones(2)
+    with caplog.at_level("WARNING", logger="bytegraph"):
+        for k in range(5):
+            torch.testing.assert_close(f(x, k), x * k)
+    assert len(f._entries) == 2
+    warnings = [r.getMessage() for r in caplog.records if "recompile_limit" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "scaler" in warnings[0] and "k == 1" in warnings[0] and "Fix:" in warnings[0]
+    g = bytegraph.compile(lambda x, k: x * k, backend="eager", recompile_limit=1, dynamic=False, fullgraph=True)
+    g(x, 1)
+    with pytest.raises(bytegraph.RecompileError, match="recompile limit"):
+        g(x, 2)
