@@ -83,6 +83,8 @@ ifneq ($(strip $(TORCH)),)
 	@grep -qx 'torch==$(strip $(TORCH))' $(DEV_REQS) || { echo "no torch pin in requirements-dev.txt" >&2; exit 1; }
 endif
 	$(PIP) install --progress-bar off -r $(DEV_REQS)
+	@# the drop-in switch's start-up hook: inert unless BYTEGRAPH_TORCH_COMPILE=1
+	$(PY) -m bytegraph.dropin enable
 	@touch $@
 
 # The native guard checks (src/bytegraph/native/tensor_guard.cpp), compiled

@@ -86,15 +86,48 @@ def test_backend_returning_non_callable_is_reported():
         bytegraph.compile(lambda x: x + 1, backend=lambda gm, ex: 3, fullgraph=True)(torch.ones(1))
 
 
-def test_custom_backend_receives_fake_example_inputs():
+def test_custom_backend_receives_the_real_inputs():
+    # as from torch.compile: the call's own tensors, so a backend may run or
+    # benchmark its graph; one the graph writes to is a copy (running the
+    # graph at compile time must not change the program's tensor)
     seen = []
 
     def backend(gm, example_inputs):
-        seen.extend(type(t).__name__ for t in example_inputs)
+        seen.append(list(example_inputs))
+        out = gm.forward(*example_inputs)     # a benchmarking backend runs it
+        assert out is not None
         return gm.forward
 
-    bytegraph.compile(lambda x, y: x @ y, backend=backend)(torch.ones(2, 2), torch.ones(2, 2))
-    assert seen == ["FakeTensor", "FakeTensor"]
+    x, y = torch.ones(2, 2), torch.full((2, 2), 2.0)
+    bytegraph.compile(lambda x, y: x @ y, backend=backend)(x, y)
+    assert [type(t) for t in seen[0]] == [torch.Tensor, torch.Tensor]
+    assert seen[0][0] is x and seen[0][1] is y
+
+    def bump(a, k):
+        a.add_(1)
+        return a * k
+
+    a = torch.zeros(3)
+    out = bytegraph.compile(bump, backend=backend)(a, 2)
+    assert torch.equal(a, torch.ones(3)) and torch.equal(out, torch.full((3,), 2.0))
+    lifted = seen[1][0]
+    assert lifted is not a and torch.equal(lifted, torch.ones(3))   # (the backend's run bumped its copy)
+
+
+def test_builtin_backends_still_get_fake_inputs(monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensor
+    from bytegraph import backends
+    seen = []
+    real = backends._aot_eager
+
+    def spy(gm, example_inputs):
+        seen.extend(type(t) for t in example_inputs)
+        return real(gm, example_inputs)
+
+    spy.takes_fake_inputs = True
+    monkeypatch.setitem(backends.BACKENDS, "aot_eager", spy)
+    bytegraph.compile(lambda x: x.sin(), backend="aot_eager")(torch.ones(2))
+    assert seen == [FakeTensor]
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -13,14 +13,18 @@ Example::
 from . import config, logs, native
 from .api import ExplainReport, compile, explain, reset, stats
 from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_stance
+from .dropin import use_for_torch_compile
 from .dynamic import mark_dynamic, mark_static
 from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, RecompileError,
                      Unsupported, UserLocation)
 
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
-    "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError",
+    "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError", "use_for_torch_compile",
     "mark_dynamic", "mark_static", "native", "logs",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
     "BreakRecord", "UserLocation",
 ]
+
+if __import__("os").environ.get("BYTEGRAPH_TORCH_COMPILE", "0") not in ("", "0"):
+    use_for_torch_compile()   # the drop-in switch (see dropin.py), also when no start-up hook read it

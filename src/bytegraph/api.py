@@ -282,6 +282,7 @@ def explain(fn: Callable, **compile_kwargs) -> Callable[..., ExplainReport]:
 
         def explain_backend(gm, example_inputs):
             return backend_fn(gm, example_inputs)
+        explain_backend.takes_fake_inputs = getattr(backend_fn, "takes_fake_inputs", False)
 
         compiled = compile(target, **{**compile_kwargs, "backend": explain_backend})
         diagnostics.add_listener(listener)

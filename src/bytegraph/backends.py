@@ -1,8 +1,11 @@
 """Backends: what turns a captured ``GraphModule`` into a callable.
 
 The contract is torch.compile's: ``backend(gm, example_inputs) -> callable``
-where ``example_inputs`` are fake tensors and the callable takes the graph's
-inputs positionally and returns a sequence of outputs.
+where ``example_inputs`` are the real inputs of the call being compiled
+(tensors the graph writes to are copies) and the callable takes the graph's
+inputs positionally and returns a sequence of outputs.  bytegraph's own
+backends (marked ``takes_fake_inputs``) get the trace's fake tensors instead:
+they only read metadata, and the fakes carry the symbolic sizes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def _inductor(gm: torch.fx.GraphModule, example_inputs):
 
 
 BACKENDS = {"eager": _eager, "aot_eager": _aot_eager, "inductor": _inductor}
+for _fn in BACKENDS.values():
+    _fn.takes_fake_inputs = True
 
 #: torch.compile's ``mode`` values
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -120,12 +125,14 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
         def inductor_with_options(gm, example_inputs):
             from torch._inductor.compile_fx import compile_fx
             return compile_fx(gm, example_inputs, config_patches=patches)
+        inductor_with_options.takes_fake_inputs = True
         return inductor_with_options
     kwargs = {k: v for k, v in (("mode", mode), ("options", options)) if v is not None}
 
     def with_options(gm, example_inputs):
         return fn(gm, example_inputs, **kwargs)
     with_options.__name__ = name
+    with_options.takes_fake_inputs = getattr(fn, "takes_fake_inputs", False)
     return with_options
 
 

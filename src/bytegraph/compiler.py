@@ -234,7 +234,9 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         if backend_name != "eager":
             _guard_disjoint_storage(trace)
         gm = graph.finish([t.node for t in tensors])
-        example_inputs = graph.example_inputs()
+        # custom backends get real tensors, as from torch.compile (they may run
+        # or benchmark the graph); bytegraph's own ones read the fakes' metadata
+        example_inputs = graph.example_inputs(real=not getattr(backend, "takes_fake_inputs", False))
         if enabled("graph_code"):
             log("graph_code", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
         if _scalar_arithmetic_only(gm):

@@ -34,6 +34,16 @@ class GraphInput:
         #: the fake's version counter when lifted (None: no counter, e.g. an inference tensor)
         self.version = fake._version if isinstance(fake, torch.Tensor) and not fake.is_inference() else None
 
+    def real_example(self):
+        """The real value a backend gets as this input's example: the value the
+        trace read, or, when the graph writes to it, a copy (a backend that
+        runs its graph on the examples must not change the program's tensors)."""
+        x = self.example
+        if isinstance(x, torch.Tensor) and self.mutated():
+            copy = x.detach().clone()
+            return copy.requires_grad_(x.requires_grad) if x.is_leaf else copy
+        return x
+
     def mutated(self) -> bool:
         """Whether the graph writes to this input (or through a view of it)."""
         if not isinstance(self.fake, torch.Tensor):
@@ -164,7 +174,11 @@ class OutputGraph:
             if node.op in ("call_function", "call_method") and not node.users and not _is_impure(node):
                 self.graph.erase_node(node)
 
-    def example_inputs(self) -> List[Any]:
+    def example_inputs(self, real: bool = False) -> List[Any]:
+        """The backend's ``example_inputs``: fake tensors (bytegraph's own
+        backends), or real ones, as torch.compile gives custom backends."""
+        if real:
+            return [i.real_example() for i in self.inputs]
         return [i.fake for i in self.inputs]
 
 
