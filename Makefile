@@ -84,7 +84,7 @@ ifneq ($(strip $(TORCH)),)
 endif
 	$(PIP) install --progress-bar off -r $(DEV_REQS)
 	@# the drop-in switch's start-up hook: inert unless BYTEGRAPH_TORCH_COMPILE=1
-	$(PY) -m bytegraph.dropin enable
+	$(PY) -m bytegraph dropin enable
 	@touch $@
 
 # The native guard checks (src/bytegraph/native/tensor_guard.cpp), compiled

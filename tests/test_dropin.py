@@ -113,3 +113,14 @@ def test_enable_writes_and_disable_removes_the_hook(tmp_path, monkeypatch):
     assert text.startswith("import ") and "BYTEGRAPH_TORCH_COMPILE" in text and text.count("\n") == 1
     assert dropin.disable() == path and not os.path.exists(path)
     assert dropin.disable() is None
+
+
+def test_command_line_reports_status_without_warnings():
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": SRC, "HOME": os.environ.get("HOME", "/tmp")}
+    proc = subprocess.run([sys.executable, "-m", "bytegraph", "dropin", "status"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith("start-up hook:")
+    bad = subprocess.run([sys.executable, "-m", "bytegraph", "dropin", "frobnicate"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "usage" in bad.stderr

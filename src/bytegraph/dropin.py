@@ -10,7 +10,7 @@ Two ways to opt in:
 
 * for a whole program, from outside::
 
-      python -m bytegraph.dropin enable        # once per environment (writes a .pth file)
+      python -m bytegraph dropin enable        # once per environment (writes a .pth file)
       BYTEGRAPH_TORCH_COMPILE=1 python train.py
 
   With the variable unset (or ``0``) the program starts as it always does:
@@ -137,10 +137,7 @@ def main(argv=None) -> int:
         print(f"start-up hook: {'installed at ' + pth_path() if os.path.exists(pth_path()) else 'not installed'}; "
               f"{ENV_VAR}={os.environ.get(ENV_VAR, '')!r}")
     else:
-        print("usage: python -m bytegraph.dropin [enable|disable|status]", file=sys.stderr)
+        print("usage: python -m bytegraph dropin [enable|disable|status]", file=sys.stderr)
         return 2
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
