@@ -111,9 +111,9 @@ def test_recompile_log_names_guard_input_and_old_and_new_values():
         cf(torch.ones(5), 3)
         cf(torch.ones(5), 4)
     text = "\n".join(messages)
-    assert "guard failed: x: Tensor" in text and "shape=[2]" in text and "got" in text and "shape=[5]" in text
+    assert "entry 0: guard failed: x: Tensor" in text and "shape=[2]" in text and "size of dim 0 2 → 5" in text
     assert "now dynamic: dims {'x': [0]}" in text
-    assert "k == 3 (got 4)" in text
+    assert "entry 0: guard failed: k == 3 (3 → 4)" in text and "entry 1: guard failed: k == 3 (3 → 4)" in text
     assert "ints ['k']" in text
 
 

@@ -10,6 +10,7 @@ they only read metadata, and the fakes carry the symbolic sizes.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Callable, List, Optional, Tuple
 
@@ -136,10 +137,23 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
     return with_options
 
 
-def compile_graph(name: str, backend: Callable, gm: torch.fx.GraphModule, example_inputs: List) -> Callable:
-    """Run the backend, turning its failures into :class:`BackendError`."""
+def compile_graph(name: str, backend: Callable, gm: torch.fx.GraphModule, example_inputs: List,
+                  fake_mode=None) -> Callable:
+    """Run the backend, turning its failures into :class:`BackendError`.
+
+    With ``fake_mode`` (a backend given real inputs) the trace's fake-tensor
+    mode is published as torch's tracing context while the backend runs, as
+    torch.compile does: AOTAutograd or Inductor called inside a custom
+    backend then reuse its shape environment (symbolic sizes, unbacked
+    numbers) instead of making a new one from the real inputs.
+    """
+    context = contextlib.nullcontext()
+    if fake_mode is not None:
+        from torch._guards import TracingContext, tracing
+        context = tracing(TracingContext(fake_mode))
     try:
-        compiled = backend(gm, example_inputs)
+        with context:
+            compiled = backend(gm, example_inputs)
     except Exception as e:
         raise BackendError(name, f"{type(e).__name__}: {e}") from e
     if not callable(compiled):

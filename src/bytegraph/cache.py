@@ -163,9 +163,12 @@ class FrameCache:
             STATS.recompiles += 1
             last = self._entries[-1]
             if enabled("recompiles"):
-                reason = last.guard.why_failed(args, kwargs)
-                log("recompiles", "recompiling %s (%s:%s): guard failed: %s", fn.__qualname__,
-                    fn.__code__.co_filename, fn.__code__.co_firstlineno, reason)
+                # every entry tried, each with the first guard that failed for this call
+                tried = "\n".join(f"    entry {i}: guard failed: {e.guard.why_failed(args, kwargs)}"
+                                  for i, e in enumerate(self._entries))
+                log("recompiles", "recompiling %s (%s:%s), entry %d of at most %d; no entry's guards hold:\n%s",
+                    self._label or fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno,
+                    len(self._entries), self._entry_limit(), tried)
             shapes, ints = last.guard.observed(args, kwargs)
             # a loop resumed at another iteration: from now on its iterator is
             # left to run natively rather than compiled once per position

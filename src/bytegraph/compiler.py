@@ -236,7 +236,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         gm = graph.finish([t.node for t in tensors])
         # custom backends get real tensors, as from torch.compile (they may run
         # or benchmark the graph); bytegraph's own ones read the fakes' metadata
-        example_inputs = graph.example_inputs(real=not getattr(backend, "takes_fake_inputs", False))
+        real_inputs = not getattr(backend, "takes_fake_inputs", False)
+        example_inputs = graph.example_inputs(real=real_inputs)
         if enabled("graph_code"):
             log("graph_code", "graph for %s:\n%s", fn.__qualname__, gm.print_readable(print_output=False))
         if _scalar_arithmetic_only(gm):
@@ -246,7 +247,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             # compile time, and the user would see a "graph" without tensor work.
             compiled = gm.forward
         else:
-            compiled = compile_graph(backend_name, backend, gm, example_inputs)
+            compiled = compile_graph(backend_name, backend, gm, example_inputs,
+                                     graph.fake_mode if real_inputs else None)
             graphs.append(gm)
             STATS.graphs += 1
             emit("graph", gm)
@@ -473,6 +475,7 @@ def _failure_at(step: int, why: Unsupported, fn, args, kwargs, policy, backend_n
     if stopped is None:
         raise Unsupported("the retrace did not reach the raise of an exception", kind="internal")
     why.location, why.frame, why.index, why.step = stopped.location(), stopped, stopped.ip, step
+    why.stack, why.user_location = stopped.stack_trace(), stopped.user_location()
     return trace, why
 
 

@@ -48,13 +48,27 @@ class BreakRecord:
 
     kind: str
     explanation: str
+    #: where the construct is (the innermost frame: perhaps a library's line)
     location: Optional[UserLocation]
     hint: str = ""
+    #: the stack of inlined frames down to ``location``, formatted as a
+    #: traceback's entries, outermost first ("" when unknown)
+    stack: str = ""
+    #: the innermost frame of the user's own code on that stack (not the
+    #: standard library's nor an installed package's), when it differs from ``location``
+    user_location: Optional[UserLocation] = None
 
     def __str__(self) -> str:
-        where = f" at {self.location}" if self.location else ""
+        if self.user_location is not None and self.user_location != self.location:
+            where = f" at {self.user_location}, inside {self.location}"
+        else:
+            where = f" at {self.location}" if self.location else ""
         hint = f"\n    hint: {self.hint}" if self.hint else ""
-        return f"[{self.kind}] {self.explanation}{where}{hint}"
+        stack = ""
+        if self.stack.count('  File "') > 1:
+            stack = "\n    stack (innermost last):\n" + "".join(f"    {line}\n" for line in self.stack.splitlines())
+            stack = stack.rstrip("\n")
+        return f"[{self.kind}] {self.explanation}{where}{hint}{stack}"
 
 
 class BytegraphError(Exception):
@@ -81,13 +95,15 @@ class Unsupported(BytegraphError):
         self.explanation = explanation
         self.hint = hint
         self.location: Optional[UserLocation] = None
+        self.stack = ""
+        self.user_location: Optional[UserLocation] = None
         #: guards that hold while the construct stays unsupported (a cache miss
         #: that a later call would see as a hit): the entry that breaks here
         #: keeps them, so a later call that could be captured recompiles
         self.recompile_guards: tuple = ()
 
     def record(self) -> BreakRecord:
-        return BreakRecord(self.kind, self.explanation, self.location, self.hint)
+        return BreakRecord(self.kind, self.explanation, self.location, self.hint, self.stack, self.user_location)
 
     def __str__(self) -> str:
         return str(self.record())

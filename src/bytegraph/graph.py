@@ -70,6 +70,8 @@ class OutputGraph:
         self.numpy_storages: Dict[int, list] = {}
         self.op_count = 0
         self._names = set()
+        #: the frame whose instruction is adding nodes (see create_node)
+        self.where = None
 
     # The fake-tensor machinery costs milliseconds to set up: made on first
     # use, so pure-Python frames (and resume functions without tensor work)
@@ -151,10 +153,18 @@ class OutputGraph:
         return out
 
     # -- nodes ------------------------------------------------------------
-    def create_node(self, op: str, target, args: tuple, kwargs: dict, fake) -> fx.Node:
+    def create_node(self, op: str, target, args: tuple, kwargs: dict, fake, where=None) -> fx.Node:
+        """A node; ``where`` (or ``self.where``, set around a graph call) is the
+        frame whose instruction makes it."""
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["example_value"] = fake
         node.meta["val"] = fake
+        where = where or self.where
+        if where is not None:
+            # the user's lines, outermost first, as a traceback prints them
+            # (torch.compile's node.meta["stack_trace"]: backends and
+            # print_readable show it)
+            node.meta["stack_trace"] = where.stack_trace()
         self.op_count += 1
         return node
 

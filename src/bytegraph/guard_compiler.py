@@ -218,9 +218,13 @@ def _actual(guard: Guard, value) -> str:
         return ""
     if guard.kind in IDENTITY_KINDS:
         return f" (got {_short(value)})"
+    if guard.kind == "CONSTANT_MATCH":
+        return f" ({guard.expected!r} → {value!r})"
     if guard.kind == "TENSOR_MATCH" and isinstance(value, torch.Tensor):
-        return (f" (got dtype={value.dtype} shape={list(value.shape)} "
-                f"stride={list(value.stride())} requires_grad={value.requires_grad})")
+        changed = _tensor_changes(guard.expected, value)
+        return f" (changed: {changed})" if changed else (
+            f" (got dtype={value.dtype} shape={list(value.shape)} "
+            f"stride={list(value.stride())} requires_grad={value.requires_grad})")
     if guard.kind == "TYPE_MATCH":
         return f" (got {type(value).__qualname__})"
     if guard.kind == "LEN_MATCH":
@@ -229,6 +233,30 @@ def _actual(guard: Guard, value) -> str:
         except TypeError:
             return ""
     return f" (got {value!r})"
+
+
+def _tensor_changes(expected, value: torch.Tensor) -> str:
+    """What differs between a TENSOR_MATCH's recorded metadata and ``value``,
+    as ``what old → new`` items (empty: nothing it can name)."""
+    typ, dtype, device, shape, stride, rg = expected
+    out = []
+    if type(value) is not typ:
+        out.append(f"type {typ.__name__} → {type(value).__name__}")
+    if value.dtype != dtype:
+        out.append(f"dtype {dtype} → {value.dtype}")
+    if value.device != device:
+        out.append(f"device {device} → {value.device}")
+    if len(shape) != value.dim():
+        out.append(f"rank {len(shape)} → {value.dim()} (shape {list(shape)} → {list(value.shape)})")
+    else:
+        for i, (old, new) in enumerate(zip(shape, value.shape)):
+            if old is not None and old != new:
+                out.append(f"size of dim {i} {old} → {new}")
+        if not out and stride is not None and tuple(stride) != tuple(value.stride()):
+            out.append(f"stride {list(stride)} → {list(value.stride())}")
+    if value.requires_grad != rg:
+        out.append(f"requires_grad {rg} → {value.requires_grad}")
+    return ", ".join(out)
 
 
 def _argument_source(source) -> bool:

@@ -10,6 +10,10 @@ one small method per opcode; :data:`DISPATCH` maps opnames to them.
 from __future__ import annotations
 
 import builtins
+import functools
+import linecache
+import os
+import sysconfig
 import types
 from typing import Dict, List, Optional
 
@@ -186,6 +190,27 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         line = ins.positions.lineno if ins is not None and ins.positions is not None else self.code.co_firstlineno
         return UserLocation(self.code.co_filename, line, self.code.co_qualname)
 
+    def stack_trace(self) -> str:
+        """The user's stack at the current instruction, outermost frame first,
+        formatted as a traceback's entries (the root frame down to this inlined one)."""
+        chain = []
+        frame = self
+        while frame is not None:
+            if not frame.code.co_filename.startswith(_OWN_DIR):   # (bytegraph's own wrappers: not the user's)
+                chain.append(frame.location())
+            frame = frame.parent
+        return "".join(_traceback_entry(loc.filename, loc.lineno, loc.function) for loc in reversed(chain))
+
+    def user_location(self) -> Optional[UserLocation]:
+        """The innermost frame of the user's own code on the stack: not the
+        standard library's, an installed package's (torch, transformers) or bytegraph's."""
+        frame = self
+        while frame is not None:
+            if not frame.code.co_filename.startswith(_LIBRARY_DIRS):
+                return frame.location()
+            frame = frame.parent
+        return None
+
     # -- inlining --------------------------------------------------------------
     def inline_call(self, code: types.CodeType, f_globals: dict, closure: List[CellValue],
                     bound: Dict[str, Value], name: str, call=None) -> Value:
@@ -313,6 +338,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
             except Unsupported as exc:
                 if exc.location is None:
                     exc.location = self.location()
+                    exc.stack, exc.user_location = self.stack_trace(), self.user_location()
                     exc.frame = self
                     exc.index = ip
                     # the step this instruction started at: a handler may have
@@ -438,3 +464,15 @@ SILENT_DISPATCH = {name: DISPATCH[name] for name in (
     "PUSH_EXC_INFO", "POP_EXCEPT", "RERAISE", "CHECK_EXC_MATCH", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_FAST",
     "LOAD_CONST", "BUILD_TUPLE", "COPY", "SWAP", "POP_TOP", "NOP", "PUSH_NULL", "POP_JUMP_IF_FALSE",
     "POP_JUMP_IF_TRUE", "TO_BOOL", "STOPITERATION_ERROR") if name in DISPATCH}
+
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: where code that is not the user's lives
+_LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for p in (sysconfig.get_paths()[k] for k in (
+    "stdlib", "platstdlib", "purelib", "platlib")) if p} | {_OWN_DIR}))
+
+
+@functools.lru_cache(maxsize=4096)
+def _traceback_entry(filename: str, lineno: int, function: str) -> str:
+    line = linecache.getline(filename, lineno).strip() if lineno else ""
+    return f'  File "{filename}", line {lineno}, in {function}\n' + (f"    {line}\n" if line else "")

@@ -211,7 +211,7 @@ class AutocastValue(Value):
     def enter(self, tx) -> Value:
         if self.node is not None:
             raise Unsupported("entering a torch.autocast object twice", kind="unsupported_context")
-        self.node = tx.graph.create_node("call_function", _enter_autocast, self.args, {}, None)
+        self.node = tx.graph.create_node("call_function", _enter_autocast, self.args, {}, None, where=tx)
         self.mode = _enter_autocast(*self.args)
         tx.trace.open_autocasts.append(self)
         return self

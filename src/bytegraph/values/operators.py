@@ -520,7 +520,7 @@ def setitem(tx, obj: Value, index: Value, value: Value) -> None:
         # without a tensor result; the mutation is the point, so record it here.
         if tx.graph.op_count == before:
             tx.graph.create_node("call_function", operator.setitem,
-                                 tuple(_to_node(tx, v) for v in (obj, index, value)), {}, None)
+                                 tuple(_to_node(tx, v) for v in (obj, index, value)), {}, None, where=tx)
         return
     if isinstance(obj, (ListValue, DictValue)) or hasattr(obj, "setitem"):
         obj.setitem(tx, index, value)

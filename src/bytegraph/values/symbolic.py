@@ -80,7 +80,8 @@ def sym_size(tx, tensor_value, dim: int) -> Value:
     size = tensor_value.fake.shape[dim]
     if not isinstance(size, torch.SymInt):
         return const(size)
-    node = tx.graph.create_node("call_function", torch.ops.aten.sym_size.int, (tensor_value.node, dim), {}, size)
+    node = tx.graph.create_node("call_function", torch.ops.aten.sym_size.int, (tensor_value.node, dim), {}, size,
+                                where=tx)
     return SymIntValue(node, size)
 
 

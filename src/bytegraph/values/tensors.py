@@ -482,6 +482,17 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
 
         out = graph_call(tx, "call_function", torch.add, [a, b], {})
     """
+    # the user's stack for the nodes this call makes (node.meta["stack_trace"]);
+    # the frame is not kept past the call (it holds the program's objects)
+    graph = tx.graph
+    graph.where = tx
+    try:
+        return _record_call(tx, kind, target, args, kwargs)
+    finally:
+        graph.where = None
+
+
+def _record_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     if _target_name(target) in _INPUT_METADATA_MUTATIONS and args and isinstance(args[0], TensorValue) \
             and args[0].source is not None:
         # A backend that functionalizes (aot_eager, inductor) compiles for the

@@ -1,0 +1,109 @@
+"""What a user reads: graph nodes carry the user's stack (node.meta["stack_trace"])."""
+
+import inspect
+import pytest
+import os
+
+import torch
+
+import bytegraph
+from conftest import CountingBackend, captured_logs
+
+HERE = os.path.abspath(__file__)
+
+
+def _line_of(fn, text):
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def scaled_relu(h):
+    return torch.relu(h) * 2
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        return scaled_relu(h)
+
+
+def test_every_node_carries_the_users_stack_innermost_last():
+    be = CountingBackend()
+    m = bytegraph.compile(Block(), backend=be)
+    m(torch.randn(2, 4))
+    (gm,) = be.graphs
+    calls = [n for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    assert calls
+    for node in calls:
+        trace = node.meta.get("stack_trace")
+        assert trace, node
+        assert "bytegraph" + os.sep not in trace.replace("bytegraph" + os.sep + "tests", "")
+        files = [line.split('"')[1] for line in trace.splitlines() if line.startswith("  File ")]
+        assert files[0] == HERE   # the outermost frame is the user's forward
+    relu = next(n for n in calls if n.target is torch.relu)
+    entries = [line.strip() for line in relu.meta["stack_trace"].splitlines()]
+    forward_line = _line_of(Block.forward, "return scaled_relu(h)")
+    helper_line = _line_of(scaled_relu, "torch.relu(h) * 2")
+    assert entries == [f'File "{HERE}", line {forward_line}, in Block.forward', "return scaled_relu(h)",
+                       f'File "{HERE}", line {helper_line}, in scaled_relu', "return torch.relu(h) * 2"]
+    assert "No stacktrace found" not in gm.print_readable(print_output=False)
+
+
+def test_a_break_inside_a_library_names_the_users_line_first_then_the_stack():
+    import json
+
+    def step(x):
+        y = x * 2
+        meta = json.dumps({"n": 3})     # the break is deep inside json's encoder
+        return y + len(meta)
+
+    with pytest.raises(bytegraph.GraphBreakError) as info:
+        bytegraph.compile(step, backend="eager", fullgraph=True)(torch.ones(2))
+    record = info.value.record
+    text = str(info.value)
+    user_line = _line_of(step, "json.dumps")
+    first = text.splitlines()[0]
+    assert f"at {HERE}:{user_line} in " in first and "step" in first
+    assert f", inside {json.__file__.rsplit(os.sep, 1)[0]}" in first
+    assert record.user_location.lineno == user_line and record.location.filename.startswith(
+        os.path.dirname(json.__file__))
+    stack = text.split("stack (innermost last):\n", 1)[1].splitlines()
+    assert stack[0].strip() == f'File "{HERE}", line {user_line}, in {step.__qualname__}'
+    assert stack[1].strip() == "meta = json.dumps({\"n\": 3})     # the break is deep inside json's encoder"
+    assert "json" + os.sep + "encoder.py" in stack[-2]    # innermost last
+
+
+def test_recompile_storm_messages():
+    f = bytegraph.compile(lambda x, k: x * k, backend="eager", dynamic=False, recompile_limit=3, name="storm")
+    calls = [(torch.ones(2), 1), (torch.ones(2, 3), 1), (torch.ones(2, 3, dtype=torch.float64), 1),
+             (torch.ones(4), 2)]
+    with captured_logs("recompiles") as messages:
+        import logging
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("bytegraph").addHandler(handler)
+        try:
+            for x, k in calls:
+                torch.testing.assert_close(f(x, k), x * k)
+        finally:
+            logging.getLogger("bytegraph").removeHandler(handler)
+    first_line = _line_of(test_recompile_storm_messages, "recompile_limit=3")
+    assert messages[0].splitlines() == [
+        f"recompiling storm ({HERE}:{first_line}), "
+        "entry 1 of at most 3; no entry's guards hold:",
+        "    entry 0: guard failed: x: Tensor dtype=torch.float32 device=cpu shape=[2] stride=[1] "
+        "requires_grad=False (changed: rank 1 → 2 (shape [2] → [2, 3]))"]
+    assert messages[1].splitlines()[1:] == [
+        "    entry 0: guard failed: x: Tensor dtype=torch.float32 device=cpu shape=[2] stride=[1] "
+        "requires_grad=False (changed: dtype torch.float32 → torch.float64, rank 1 → 2 (shape [2] → [2, 3]))",
+        "    entry 1: guard failed: x: Tensor dtype=torch.float32 device=cpu shape=[2, 3] stride=[3, 1] "
+        "requires_grad=False (changed: dtype torch.float32 → torch.float64)"]
+    (limit,) = [r.getMessage() for r in records if r.levelname == "WARNING"]
+    assert limit.startswith(f"bytegraph: storm ({HERE}:")
+    assert "hit its recompile_limit (3); further new variants run eagerly" in limit
+    assert "k == 1 (1 → 2)" in limit and "Fix: make what changes dynamic" in limit
