@@ -107,3 +107,47 @@ def test_recompile_storm_messages():
     assert limit.startswith(f"bytegraph: storm ({HERE}:")
     assert "hit its recompile_limit (3); further new variants run eagerly" in limit
     assert "k == 1 (1 → 2)" in limit and "Fix: make what changes dynamic" in limit
+
+
+SHAPE_ERROR_PROGRAM = """
+import torch, bytegraph
+lin = torch.nn.Linear(4, 3)
+def f(x):
+    h = lin(x)
+    return h @ torch.ones(5, 2)
+bytegraph.compile(f, backend="eager")(torch.ones(2, 4))
+"""
+
+
+def test_a_users_shape_error_prints_only_the_users_traceback(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "prog.py"
+    script.write_text(SHAPE_ERROR_PROGRAM)
+    src = os.path.dirname(os.path.dirname(os.path.abspath(bytegraph.__file__)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180,
+                          env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": src})
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):", proc.stderr
+    assert lines[-1] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 5x2)"
+    assert len(lines) <= 8, proc.stderr
+    assert "bytegraph" + os.sep not in proc.stderr.replace("import torch, bytegraph", "")
+    assert "fake_tensor" not in proc.stderr and "During handling" not in proc.stderr
+
+
+def test_user_exception_has_no_bytegraph_frames_or_chain(native_mode):
+    def f(x):
+        h = x.sum(0)
+        return h @ torch.ones(5, 2)
+
+    cf = bytegraph.compile(f, backend="eager")
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as info:
+            cf(torch.ones(2, 4))
+        assert info.value.__context__ is None and info.value.__cause__ is None
+        frames = [entry.name for entry in info.traceback]
+        assert frames[-1] == "f"
+        if native_mode == "native":   # (the Python call path is a frame of its own)
+            own = [e for e in info.traceback if os.sep + "bytegraph" + os.sep in str(e.path)
+                   and os.sep + "tests" + os.sep not in str(e.path)]
+            assert own == [], own

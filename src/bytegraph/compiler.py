@@ -10,6 +10,7 @@ the entry's check.
 from __future__ import annotations
 
 import dis
+import logging
 import time
 import types
 from typing import Callable, List, Optional
@@ -74,6 +75,34 @@ class CacheEntry:
         return types.FunctionType(self.code, fn.__globals__, fn.__name__, None, fn.__closure__)
 
 
+class _MuteFakeKernelErrors(logging.Filter):
+    """While a frame compiles, torch's fake-tensor mode logs a full traceback
+    ("failed while attempting to run meta for aten.mm") whenever an operation
+    would raise, say on mismatched shapes.  The trace then stops there and the
+    operation runs natively, where it raises the user's own error with the
+    user's traceback; torch's log of the same error is only noise, so it is
+    dropped (only that record, only while compiling)."""
+
+    depth = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.depth and str(record.msg).startswith("failed while attempting to run meta"))
+
+    def __enter__(self):
+        if self.depth == 0:
+            logging.getLogger("torch._subclasses.fake_tensor").addFilter(self)
+        self.depth += 1
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        if self.depth == 0:
+            logging.getLogger("torch._subclasses.fake_tensor").removeFilter(self)
+        return False
+
+
+_FAKE_KERNEL_ERRORS_MUTED = _MuteFakeKernelErrors()
+
+
 def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_name: str, backend: Callable,
                   fullgraph: bool = False, closure_param: bool = False, runner_for=None,
                   policy=None) -> CacheEntry:
@@ -84,7 +113,7 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     """
     mark = len(Trace.made)
     try:
-        with full_collections_deferred():
+        with full_collections_deferred(), _FAKE_KERNEL_ERRORS_MUTED:
             return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
                                   policy)
     finally:
