@@ -10,7 +10,7 @@ Example::
     tensor([2., 2.])
 """
 
-from . import config, logs, native
+from . import config, logs, native, tracefile
 from .api import ExplainReport, compile, explain, reset, stats
 from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_stance
 from .dropin import use_for_torch_compile
@@ -21,7 +21,7 @@ from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError,
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
     "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError", "use_for_torch_compile",
-    "mark_dynamic", "mark_static", "native", "logs",
+    "mark_dynamic", "mark_static", "native", "logs", "tracefile",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
     "BreakRecord", "UserLocation",
 ]

@@ -23,7 +23,7 @@ from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
 from .guard_compiler import code_signature
 from .decorators import STANCE
-from .diagnostics import STATS, emit, logger
+from .diagnostics import STATS, emit, listening, logger
 from .logs import enabled, log
 from .errors import (BackendError, BreakRecord, GraphBreakError, InternalError, RecompileError, Unsupported,
                      UserLocation)
@@ -161,6 +161,11 @@ class FrameCache:
             return _EAGER
         if self._entries:
             STATS.recompiles += 1
+            if listening():
+                code = fn.__code__
+                emit("recompile", {"function": self._label or code.co_qualname, "file": code.co_filename,
+                                   "line": code.co_firstlineno, "entries": len(self._entries),
+                                   "reasons": [e.guard.why_failed(args, kwargs) for e in self._entries]})
             last = self._entries[-1]
             if enabled("recompiles"):
                 # every entry tried, each with the first guard that failed for this call

@@ -13,7 +13,7 @@ import dis
 import logging
 import time
 import types
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
@@ -48,7 +48,7 @@ class CacheEntry:
     """
 
     __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks",
-                 "observed_shapes", "raises")
+                 "observed_shapes", "raises", "phases", "function")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
                  transformed: bool = True, breaks: int = 0):
@@ -63,6 +63,11 @@ class CacheEntry:
         self.observed_shapes = {}
         #: the trace raised: the entry runs the original code, which raises too
         self.raises = False
+        #: seconds per phase of the compile: trace, backend, guards, codegen
+        self.phases: Dict[str, float] = {"trace": seconds}
+        #: the compiled function (qualified name, file, first line), for reports
+        code = fn.__code__
+        self.function = (code.co_qualname, code.co_filename, code.co_firstlineno)
 
     def call_with_closure(self, fn, args):
         """Run this entry for ``fn`` (a generated function with its own closure)."""
@@ -243,6 +248,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
         log("graph_breaks", "graph break in %s: %s", fn.__qualname__, plan.record)
         emit("break", plan.record)
 
+    traced = time.perf_counter()
+    backend_seconds = 0.0
     graph = trace.graph
     if plan is not None:
         # (only a trigger to recompile: the break path itself runs the construct natively)
@@ -276,8 +283,10 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             # compile time, and the user would see a "graph" without tensor work.
             compiled = gm.forward
         else:
+            backend_start = time.perf_counter()
             compiled = compile_graph(backend_name, backend, gm, example_inputs,
                                      graph.fake_mode if real_inputs else None)
+            backend_seconds = time.perf_counter() - backend_start
             graphs.append(gm)
             STATS.graphs += 1
             emit("graph", gm)
@@ -324,11 +333,14 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     new_fn.__kwdefaults__ = fn.__kwdefaults__
     new_fn.__qualname__ = fn.__qualname__
     _guard_distinct_inputs(trace)
+    guards_start = time.perf_counter()
     guard = compile_guards(trace.guards, kept, fn.__globals__, closure_param)
+    done = time.perf_counter()
     if not has_graph:
         STATS.frames_transformed += 1
-    entry = CacheEntry(guard, new_fn, graphs, time.perf_counter() - start,
-                       breaks=int(plan is not None and not plan.delegated))
+    entry = CacheEntry(guard, new_fn, graphs, done - start, breaks=int(plan is not None and not plan.delegated))
+    entry.phases = {"trace": traced - start, "backend": backend_seconds, "guards": done - guards_start,
+                    "codegen": guards_start - traced - backend_seconds}
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry

@@ -43,9 +43,14 @@ _listeners: List[Callable[[str, object], None]] = []
 
 
 def emit(event: str, payload: object) -> None:
-    """Send an event (``"graph"``, ``"break"``, ``"fallback"``, ``"entry"``) to listeners."""
+    """Send an event (``"graph"``, ``"break"``, ``"fallback"``, ``"entry"``, ``"recompile"``) to listeners."""
     for listener in _listeners:
         listener(event, payload)
+
+
+def listening() -> bool:
+    """Is any listener installed?  (Events that cost work to build are made only then.)"""
+    return bool(_listeners)
 
 
 def add_listener(fn: Callable[[str, object], None]) -> None:
