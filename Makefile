@@ -8,6 +8,7 @@
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make native      (re)build the native guard checks (done by every target above)
+#   make browser     install Debian's chromium + chromedriver (root; for the report's browser test)
 #   make clean       remove the venv and build/test debris
 #
 # Supported: Python 3.11-3.13, torch 2.13.x and 2.14.x.  Each Python/torch
@@ -58,7 +59,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv native demo test test-models test-cpython bench bench-quick bench-zoo clean
+.PHONY: help venv native demo test test-models test-cpython bench bench-quick bench-zoo clean browser
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -138,3 +139,9 @@ bench-zoo: $(MODELS_STAMP) native
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info src/bytegraph/native/_build
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Debian's chromium and chromedriver, for tests/test_report.py (which skips
+# without them, and fails without them when BYTEGRAPH_REQUIRE_BROWSER=1).
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then echo "chromium: installed"; \
+	else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; fi
