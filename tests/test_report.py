@@ -69,6 +69,7 @@ def test_page_has_the_counts_sections_and_marked_source(trace_dir, tmp_path):
     assert f'class="src brk" data-line="{call_line}"' in page and 'href="#fn-0-break-0"' in page
     assert 'id="fn-0-break-0"' in page and "[print]" in page
     assert 'id="phase-chart"' in page and 'data-phase="trace"' in page
+    assert '<pre class="code">def _user_step(x, scale):' in page   # readable transformed code
     assert f'id="recompile-timeline" data-count="{s["recompiles"]}"' in page and "→" in page
 
 

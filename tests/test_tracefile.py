@@ -53,6 +53,7 @@ def test_compiles_breaks_and_recompiles_are_recorded(tmp_path):
     assert brk["kind"] == "print" and brk["user_file"] == HERE
     assert any("print(" in text for _, text in brk["snippet"])
     assert first["guards"] and "CALL" in first["bytecode"]
+    assert first["source"].startswith("def _f(x, k):") and "graph_0(x)" in first["source"]
     recompile = next(r for r in records if r["type"] == "recompile" and r["function"] == "_f")
     assert recompile["reasons"] and "k == 2 (2 → 3)" in recompile["reasons"][0]
 

@@ -198,7 +198,9 @@ def render(records: List[Dict[str, Any]]) -> str:
                 f'<div class="entry"><h4>{_esc(r["function"])} — entry compiled in {r["seconds"] * 1000:.1f} ms'
                 f'</h4>{graphs}<details><summary>guards ({len(r.get("guards", []))})</summary>'
                 f'<pre class="guards">{guards}</pre></details><details><summary>transformed code</summary>'
-                f'<pre class="code">{_esc(r.get("bytecode", ""))}</pre></details></div>')
+                f'<pre class="code">{_esc(r.get("source") or r.get("bytecode", ""))}</pre></details>'
+                f'<details><summary>transformed bytecode</summary>'
+                f'<pre class="bytecode">{_esc(r.get("bytecode", ""))}</pre></details></div>')
         files = sorted({b.get("user_file") for b in breaks if b.get("user_file")})
         source = "".join(_source_view(f, breaks, anchor) for f in files)
         sections.append(

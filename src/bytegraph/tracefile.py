@@ -7,7 +7,8 @@ Records (``"type"``):
   seconds in total and per phase (trace, backend, guards, codegen), its
   graphs (readable code and an op table with each node's user stack), its
   guards, the breaks it planned (kind, explanation, hint, where, the user's
-  line, the inlined stack, a source snippet) and its transformed bytecode;
+  line, the inlined stack, a source snippet) and its transformed function
+  (``source``: decompiled as ``bytegraph.show`` does; ``bytecode``: as ``dis`` shows it);
 * ``fallback``: a frame that runs eagerly, and why;
 * ``recompile``: a function compiled again, with each existing entry's
   failing guard.
@@ -75,6 +76,7 @@ class TraceWriter:
             "guards": entry.guard.describe(),
             "breaks": [_break_record(b) for b in self._breaks],
             "bytecode": _disassembly(entry.code) if entry.code is not None else "",
+            "source": _readable(entry),
         }
 
     def _write(self, record: Dict[str, Any]) -> None:
@@ -116,6 +118,20 @@ def _snippet(filename: str, lineno: int, around: int = 2) -> List[List[Any]]:
         if text:
             out.append([n, text.rstrip("\n")])
     return out
+
+
+def _readable(entry) -> str:
+    """The entry's transformed function as Python-like source (``bytegraph.show``'s view of it)."""
+    if entry.code is None:
+        return ""
+    from .show import decompile
+    names = {id(gm): f"graph_{i}" for i, gm in enumerate(entry.graphs)}
+    code = entry.code
+    head = f"def {code.co_name}({', '.join(code.co_varnames[:code.co_argcount])}):"
+    try:
+        return "\n".join([head] + ["    " + line for line in decompile(code, names)])
+    except Exception as e:   # a report must not fail the compile it describes
+        return f"{head}\n    # (could not be decompiled: {type(e).__name__}: {e})"
 
 
 def _disassembly(code) -> str:
