@@ -101,7 +101,10 @@ def test_custom_backend_receives_the_real_inputs():
     x, y = torch.ones(2, 2), torch.full((2, 2), 2.0)
     bytegraph.compile(lambda x, y: x @ y, backend=backend)(x, y)
     assert [type(t) for t in seen[0]] == [torch.Tensor, torch.Tensor]
-    assert seen[0][0] is x and seen[0][1] is y
+    assert torch.equal(seen[0][0], x) and torch.equal(seen[0][1], y)
+    lin = torch.nn.Linear(2, 2)
+    bytegraph.compile(lin, backend=backend)(x)
+    assert any(t is lin.weight for t in seen[1])     # parameters are passed as they are
 
     def bump(a, k):
         a.add_(1)
@@ -110,8 +113,54 @@ def test_custom_backend_receives_the_real_inputs():
     a = torch.zeros(3)
     out = bytegraph.compile(bump, backend=backend)(a, 2)
     assert torch.equal(a, torch.ones(3)) and torch.equal(out, torch.full((3,), 2.0))
-    lifted = seen[1][0]
+    lifted = seen[2][0]
     assert lifted is not a and torch.equal(lifted, torch.ones(3))   # (the backend's run bumped its copy)
+
+
+def test_a_backend_running_its_graph_leaves_batch_norm_statistics_alone():
+    # batch_norm writes its running statistics without bumping their version
+    # counters: the backend must still get copies (regression: updated twice)
+    import torch.nn.functional as F
+
+    def backend(gm, example_inputs):
+        gm.forward(*example_inputs)
+        return gm.forward
+
+    def f(x, rm, rv):
+        return F.batch_norm(x, rm, rv, training=True, momentum=0.5)
+
+    x = torch.arange(6.).reshape(2, 3)
+    rm1, rv1, rm2, rv2 = torch.zeros(3), torch.ones(3), torch.zeros(3), torch.ones(3)
+    expected = f(x, rm1, rv1)
+    torch.testing.assert_close(bytegraph.compile(f, backend=backend)(x, rm2, rv2), expected)
+    torch.testing.assert_close(rm2, rm1)
+    torch.testing.assert_close(rv2, rv1)
+    bn1, bn2 = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    bn1(x)
+    bytegraph.compile(bn2, backend=backend)(x)
+    torch.testing.assert_close(bn2.running_mean, bn1.running_mean)
+    torch.testing.assert_close(bn2.running_var, bn1.running_var)
+    assert int(bn2.num_batches_tracked) == int(bn1.num_batches_tracked) == 1
+
+
+def test_batch_norm_statistics_sharing_memory_match_eager_under_aot_eager():
+    # batch_norm writes its running statistics without bumping version
+    # counters; a functionalizing backend replays each write as a copy, so
+    # statistics that share memory (one tensor twice, views of one buffer)
+    # must not be compiled as if they were apart
+    import torch.nn.functional as F
+
+    def f(x, a, b):
+        return F.batch_norm(x, a, b, training=True, momentum=0.5)
+
+    x = torch.arange(6.).reshape(2, 3)
+    for make in (lambda: (lambda s: (s, s))(torch.ones(3)), lambda: (lambda buf: (buf[:3], buf[3:]))(torch.ones(6))):
+        a1, b1 = make()
+        a2, b2 = make()
+        expected = f(x, a1, b1)
+        torch.testing.assert_close(bytegraph.compile(f, backend="aot_eager")(x, a2, b2), expected)
+        torch.testing.assert_close(a2, a1)
+        torch.testing.assert_close(b2, b1)
 
 
 def test_builtin_backends_still_get_fake_inputs(monkeypatch):

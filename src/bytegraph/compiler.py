@@ -559,12 +559,35 @@ def _guard_disjoint_storage(trace: Trace) -> None:
     natively; inputs that did not are guarded to stay apart.
     """
     tensors = [inp for inp in trace.graph.inputs if isinstance(inp.example, torch.Tensor)]
-    if len(tensors) < 2 or not any(inp.mutated() for inp in tensors):
+    silent = _written_without_version_bump(trace.graph.graph)
+    if len(tensors) < 2 or not any(inp.mutated() or inp.node in silent for inp in tensors):
         return
     if not storages_disjoint(*[inp.example for inp in tensors]):
         raise Unsupported("the graph writes to inputs that share memory", kind="unsupported_input",
                           hint="the frame runs eagerly; pass separate tensors to compile it")
     trace.guards.add(Guard("NO_STORAGE_OVERLAP", tensors[0].source, None, tuple(t.source for t in tensors[1:])))
+
+
+#: functions that write to tensor arguments without bumping their version
+#: counters (batch norm's running statistics), so ``GraphInput.mutated`` misses them
+_SILENT_WRITERS = tuple(f for f in (
+    torch.batch_norm, torch.nn.functional.batch_norm, torch.instance_norm, torch.nn.functional.instance_norm,
+    getattr(torch, "native_batch_norm", None), getattr(torch, "_native_batch_norm_legit", None)) if f is not None)
+
+
+def _written_without_version_bump(graph) -> set:
+    """Placeholders passed to a function in ``_SILENT_WRITERS`` (which may write them)."""
+    out = set()
+    for node in graph.nodes:
+        if node.op == "call_function" and any(node.target is f for f in _SILENT_WRITERS):
+            args = [a for a in list(node.args) + list(node.kwargs.values()) if isinstance(a, torch.fx.Node)]
+            if len(args) != len(set(args)):
+                # one tensor as two of its arguments (running_mean and running_var):
+                # a functionalizing backend would replay the two writes as two copies
+                raise Unsupported(f"one tensor passed twice to {node.target.__name__}()", kind="unsupported_input",
+                                  hint="the frame runs eagerly; pass separate tensors to compile it")
+            out.update(a for a in node.all_input_nodes if a.op == "placeholder")
+    return out
 
 
 def _guard_distinct_inputs(trace: Trace) -> None:

@@ -36,10 +36,15 @@ class GraphInput:
 
     def real_example(self):
         """The real value a backend gets as this input's example: the value the
-        trace read, or, when the graph writes to it, a copy (a backend that
-        runs its graph on the examples must not change the program's tensors)."""
+        trace read, or a copy when the graph may write to it (a backend that
+        runs its graph on the examples must not change the program's tensors).
+
+        Version counters do not see every write: batch_norm updates its
+        running statistics without bumping them.  So every tensor is copied
+        but parameters the graph does not visibly write (parameters are
+        written, if at all, by ops that do bump the counter)."""
         x = self.example
-        if isinstance(x, torch.Tensor) and self.mutated():
+        if isinstance(x, torch.Tensor) and (self.mutated() or not isinstance(x, torch.nn.Parameter)):
             copy = x.detach().clone()
             return copy.requires_grad_(x.requires_grad) if x.is_leaf else copy
         return x
