@@ -163,6 +163,30 @@ def test_batch_norm_statistics_sharing_memory_match_eager_under_aot_eager():
         torch.testing.assert_close(b2, b1)
 
 
+def test_custom_backend_wrapping_aot_keeps_gradients_across_a_break():
+    # the continuation's input is a non-leaf that requires grad (and is
+    # written): its copy for the backend must still require grad, or
+    # AOTAutograd compiles an inference graph and the gradient is lost
+    from conftest import CountingBackend
+
+    def f(x, write):
+        y = x * 2
+        bytegraph.graph_break()
+        if write:
+            y.add_(1)
+        return (y.exp() * 3).sum()
+
+    for write in (False, True):
+        x1 = torch.randn(4, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_()
+        expected = f(x1, write)
+        expected.backward()
+        out = bytegraph.compile(f, backend=CountingBackend("aot_eager"))(x2, write)
+        out.backward()
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(x2.grad, x1.grad)
+
+
 def test_builtin_backends_still_get_fake_inputs(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensor
     from bytegraph import backends

@@ -45,8 +45,9 @@ class GraphInput:
         written, if at all, by ops that do bump the counter)."""
         x = self.example
         if isinstance(x, torch.Tensor) and (self.mutated() or not isinstance(x, torch.nn.Parameter)):
-            copy = x.detach().clone()
-            return copy.requires_grad_(x.requires_grad) if x.is_leaf else copy
+            # (requires_grad kept on non-leaves too: AOTAutograd picks a
+            # training or an inference graph from the examples' flags)
+            return x.detach().clone().requires_grad_(x.requires_grad)
         return x
 
     def mutated(self) -> bool:
