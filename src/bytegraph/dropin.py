@@ -24,7 +24,6 @@ module's calls in place with bytegraph, as torch's does with torch.compile.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import sysconfig
@@ -80,7 +79,6 @@ def is_on() -> bool:
     return "compile" in _SAVED
 
 
-@functools.wraps(lambda model=None, **kwargs: None)
 def _torch_compile(model=None, **kwargs):
     """torch.compile, served by bytegraph (``bytegraph.use_for_torch_compile``)."""
     from .api import compile
