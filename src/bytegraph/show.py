@@ -84,7 +84,10 @@ def decompile(code: types.CodeType, names: Optional[Dict[int, str]] = None) -> L
             if item == name:
                 stack[i] = value if "(" not in value else f"({name})"
     kw_names: tuple = ()
-    last_const: Any = None
+    #: the tuples of names LOAD_CONST pushed, by the text shown for them: on
+    #: 3.13 CALL_KW takes its keyword names from the stack (which may have been
+    #: stored and reloaded, or other constants loaded since)
+    const_tuples: Dict[str, tuple] = {}
     temps = 0
 
     def pop(n: int = 1) -> List[str]:
@@ -117,8 +120,9 @@ def decompile(code: types.CodeType, names: Optional[Dict[int, str]] = None) -> L
                 stack.append("<null>")
             stack.append(str(val).replace("NULL + ", "").replace(" + NULL", ""))
         elif op == "LOAD_CONST" or op == "RETURN_CONST":
-            last_const = val
             text = _describe_constant(val, names)
+            if isinstance(val, tuple) and all(isinstance(v, str) for v in val):
+                const_tuples[text] = val
             if op == "RETURN_CONST":
                 out.append(f"return {text}")
             else:
@@ -179,9 +183,9 @@ def decompile(code: types.CodeType, names: Optional[Dict[int, str]] = None) -> L
         elif op == "KW_NAMES":
             kw_names = tuple(code.co_consts[arg])   # (dis shows no argval for it on 3.11)
         elif op in ("CALL", "CALL_KW", "CALL_FUNCTION_EX"):
-            if op == "CALL_KW":   # (3.13: the names were the constant loaded last)
-                pop()
-                kw_names = tuple(last_const) if isinstance(last_const, tuple) else ()
+            if op == "CALL_KW":   # (3.13: the names are on top of the stack)
+                (names_text,) = pop()
+                kw_names = const_tuples.get(names_text, ())
             if op == "CALL_FUNCTION_EX":
                 kwargs = pop()[0] if arg & 1 else None
                 (args,) = pop()
