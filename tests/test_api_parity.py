@@ -4,6 +4,9 @@ bytegraph's equivalents (plus set_stance) work inside compiled code."""
 
 import functools
 import inspect
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -30,18 +33,28 @@ def test_signature_covers_torch_compile():
 
 @pytest.mark.parametrize("kwargs, error, text", [
     ({"dynamic": "auto"}, ValueError, "dynamic must be None"),
-    ({"mode": "fast"}, ValueError, "valid modes: default, reduce-overhead"),
-    ({"mode": "max-autotune", "options": {"max_autotune": True}}, ValueError, "cannot both"),
+    ({"mode": "fast"}, RuntimeError, "valid modes: default, "),
+    ({"mode": 3}, TypeError, "mode must be a str"),
+    ({"mode": "max-autotune", "options": {"max_autotune": True}}, RuntimeError, "cannot both"),
     ({"fullgraph": 1}, TypeError, "fullgraph must be True or False"),
     ({"options": ["max_autotune"]}, TypeError, "options must be a dict"),
-    ({"options": {"max_autotun": True}}, ValueError, "unexpected Inductor option 'max_autotun'"),
-    ({"backend": "no_such_backend"}, ValueError, "unknown backend 'no_such_backend'"),
+    ({"options": {"max_autotun": True}}, RuntimeError, "unexpected Inductor option 'max_autotun'"),
+    ({"options": {"max_autotune": "yes"}}, ValueError, "'max_autotune' takes a bool, not str"),
+    ({"options": {"use_aoti": True}}, ValueError, "not supported"),
+    ({"backend": "no_such_backend"}, RuntimeError, "unknown backend 'no_such_backend'"),
+    ({"backend": 3}, TypeError, "backend must be a name or a callable"),
+    ({"recompile_limit": 0}, ValueError, "recompile_limit must be a positive int"),
 ])
 def test_bad_arguments_are_rejected_at_compile_time(kwargs, error, text):
-    with pytest.raises(error, match=text):
+    # bytegraph's own error types, which are also what torch.compile raises
+    # (RuntimeError) and Python's convention (ValueError / TypeError)
+    with pytest.raises(error, match=text) as info:
         bytegraph.compile(lambda x: x + 1, **kwargs)
+    assert isinstance(info.value, bytegraph.BytegraphError) and isinstance(info.value, RuntimeError)
     with pytest.raises(error, match=text):
         bytegraph.compile(**kwargs)   # the decorator form checks too
+    with pytest.raises(bytegraph.InvalidArgument, match="model can't be None"):
+        bytegraph.compile(backend="eager")(None)
 
 
 def test_mode_and_options_reach_a_custom_backend_as_keywords():
@@ -51,31 +64,59 @@ def test_mode_and_options_reach_a_custom_backend_as_keywords():
         seen.append(kwargs)
         return gm.forward
 
+    def plain(gm, example_inputs):   # takes no settings: torch.compile passes none for the defaults
+        seen.append("plain")
+        return gm.forward
+
     x = torch.randn(3)
     assert torch.equal(bytegraph.compile(lambda x: x * 2, backend=backend, mode="max-autotune")(x), x * 2)
     assert torch.equal(bytegraph.compile(lambda x: x * 3, backend=backend, options={"a": 1})(x), x * 3)
     assert torch.equal(bytegraph.compile(lambda x: x * 4, backend=backend)(x), x * 4)
-    assert seen == [{"mode": "max-autotune"}, {"options": {"a": 1}}, {}]
+    assert torch.equal(bytegraph.compile(lambda x: x * 5, backend=backend, mode="custom-mode")(x), x * 5)
+    assert torch.equal(bytegraph.compile(lambda x: x * 6, backend=plain, mode="default")(x), x * 6)
+    assert torch.equal(bytegraph.compile(lambda x: x * 7, backend=plain, options={})(x), x * 7)
+    # bytegraph's own eager backends have no settings and ignore them, as torch's do
+    assert torch.equal(bytegraph.compile(lambda x: x * 8, backend="eager", mode="max-autotune")(x), x * 8)
+    filtered = bytegraph.compile(lambda x: x * 9, backend=plain,
+                                 options={"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+    assert torch.equal(filtered(x), x * 9)
+    assert seen == [{"mode": "max-autotune"}, {"options": {"a": 1}}, {}, {"mode": "custom-mode"}, "plain", "plain",
+                    "plain"]
 
 
-def test_inductor_options_are_applied(monkeypatch):
-    import torch._inductor.compile_fx as cfx
-    patches = []
-    real = cfx.compile_fx
+def test_inductor_modes_and_options_are_in_effect_while_inductor_compiles():
+    import torch._inductor.config as inductor_config
+    seen = []
 
-    def spy(gm, example_inputs, *args, **kwargs):
-        patches.append(kwargs.get("config_patches"))
-        return real(gm, example_inputs, *args, **kwargs)
+    def post_pass(graph):   # runs inside Inductor's compile: the config it sees is the one applied
+        seen.append((inductor_config.fallback_random, inductor_config.max_autotune))
 
-    monkeypatch.setattr(cfx, "compile_fx", spy)
-    f = bytegraph.compile(lambda x: x.sin() + 1, options={"epilogue_fusion": False})
     x = torch.randn(4)
+    f = bytegraph.compile(lambda x: x.sin() + 1, options={"post_grad_custom_post_pass": post_pass,
+                                                          "fallback-random": True})
     torch.testing.assert_close(f(x), x.sin() + 1)
-    g = bytegraph.compile(lambda x: x.cos() + 1, mode="max-autotune-no-cudagraphs")
-    torch.testing.assert_close(g(x), x.cos() + 1)
-    patches = [p for p in patches if p]   # (compile_fx calls itself again inside its patches)
-    assert patches[0] == {"epilogue_fusion": False}
-    assert patches[1].get("max_autotune") is True
+    assert seen == [(True, False)]
+    # every mode this torch's Inductor knows (2.13 added "lite") is taken, as its preset of options
+    from torch._inductor import list_mode_options
+    for mode in list_mode_options():
+        g = bytegraph.compile(lambda x: x.cos(), mode=mode)
+        assert getattr(g._backend, "config_patches", {}) == list_mode_options(mode)
+    with inductor_config.patch(post_grad_custom_post_pass=post_pass):
+        g = bytegraph.compile(lambda x: x.cos() + 1, mode="max-autotune-no-cudagraphs")
+        torch.testing.assert_close(g(x), x.cos() + 1)
+    assert seen[1:] == [(False, True)]
+
+
+def test_torch_debugging_backend_names():
+    be = CountingBackend("aot_eager_decomp_partition")
+    x = torch.randn(3, requires_grad=True)
+    f = bytegraph.compile(lambda x: (x.sin() * 2).sum(), backend=be)
+    f(x).backward()
+    torch.testing.assert_close(x.grad, 2 * x.cos().detach())
+    assert be.count == 1
+    y = torch.randn(3)
+    g = bytegraph.compile(lambda x: torch.nn.functional.gelu(x) + 1, backend="aot_eager_default_partitioner")
+    torch.testing.assert_close(g(y), torch.nn.functional.gelu(y) + 1)
 
 
 def test_backend_registered_with_torch_is_found_by_name():
@@ -270,3 +311,4 @@ def test_recompile_limit_per_compile_call(caplog):
     g(x, 1)
     with pytest.raises(bytegraph.RecompileError, match="recompile limit"):
         g(x, 2)
+

@@ -16,14 +16,15 @@ from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_
 from .dropin import use_for_torch_compile
 from .show import show
 from .dynamic import mark_dynamic, mark_static
-from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, RecompileError,
-                     Unsupported, UserLocation)
+from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError, InternalError, InvalidArgument,
+                     InvalidArgumentType, RecompileError, Unsupported, UserLocation)
 
 __all__ = [
     "compile", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
     "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError", "use_for_torch_compile", "show",
     "mark_dynamic", "mark_static", "native", "logs", "tracefile",
-    "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError",
+    "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError", "InvalidArgument",
+    "InvalidArgumentType",
     "BreakRecord", "UserLocation",
 ]
 

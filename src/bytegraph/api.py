@@ -11,11 +11,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import diagnostics
-from .backends import MODES, configure, lookup_backend
+from .backends import configure, lookup_backend
 from .cache import CompiledFunction, reset_all
 from .decorators import graph_break, is_disabled  # noqa: F401 (graph_break: bytegraph.graph_break)
 from .diagnostics import STATS, Stats
-from .errors import BreakRecord
+from .errors import BreakRecord, InvalidArgument, InvalidArgumentType
 
 
 def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynamic: Optional[bool] = None,
@@ -49,21 +49,20 @@ def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynami
         >>> f(torch.ones(2), torch.ones(2))
         tensor([2., 2.])
     """
-    _validate(fullgraph, dynamic, mode, options, disable)
-    if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 1):
-        raise ValueError(f"recompile_limit must be a positive int or None, not {recompile_limit!r}")
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
-    for arg, value in (("shapes_spec", shapes_spec), ("dynamic_shapes", dynamic_shapes)):
-        if value is not None:
-            raise ValueError(f"bytegraph does not support {arg}= yet; use dynamic=True or "
-                             f"bytegraph.mark_dynamic(tensor, dim)")
+    _validate(fullgraph, dynamic, disable, recompile_limit, name, shapes_spec, dynamic_shapes)
     backend_name, backend_fn = lookup_backend("inductor" if backend is None else backend)
+    if mode is not None and options is not None:
+        raise InvalidArgument("mode and options cannot both be given: mode is a preset of options "
+                              "(torch.compile's rule too)")
     backend_fn = configure(backend_name, backend_fn, mode, options, dynamic)
     if model is None:
-        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-                                 options=options, name=name, disable=disable, recompile_limit=recompile_limit,
-                                 isolate_recompiles=isolate_recompiles)
+        def decorate(model):
+            if model is None:
+                raise InvalidArgument("bytegraph.compile(...)(model): model can't be None")
+            return compile(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                           options=options, name=name, disable=disable, recompile_limit=recompile_limit,
+                           isolate_recompiles=isolate_recompiles)
+        return decorate
     if disable:
         return model
     compiled = _compiled(model, backend_name, backend_fn, fullgraph, dynamic)
@@ -87,20 +86,24 @@ def _cache_of(compiled):
     return compiled if isinstance(compiled, CompiledFunction) else None
 
 
-def _validate(fullgraph, dynamic, mode, options, disable) -> None:
-    """Reject what torch.compile rejects, with the valid values in the message."""
+def _validate(fullgraph, dynamic, disable, recompile_limit, name, shapes_spec, dynamic_shapes) -> None:
+    """Reject what torch.compile rejects (and the non-bools it lets through),
+    with the valid values in the message."""
     if not isinstance(fullgraph, bool):
-        raise TypeError(f"fullgraph must be True or False, not {fullgraph!r}")
+        raise InvalidArgumentType(f"fullgraph must be True or False, not {fullgraph!r}")
     if not isinstance(disable, bool):
-        raise TypeError(f"disable must be True or False, not {disable!r}")
+        raise InvalidArgumentType(f"disable must be True or False, not {disable!r}")
     if dynamic is not None and not isinstance(dynamic, bool):
-        raise ValueError(f"dynamic must be None (automatic), True or False, not {dynamic!r}")
-    if mode is not None and options is not None:
-        raise ValueError("mode and options cannot both be given: mode is a preset of options")
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
-    if options is not None and not isinstance(options, dict):
-        raise TypeError(f"options must be a dict of Inductor settings, not {type(options).__name__}")
+        raise InvalidArgument(f"dynamic must be None (automatic), True or False, not {dynamic!r}")
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or isinstance(recompile_limit, bool)
+                                        or recompile_limit < 1):
+        raise InvalidArgument(f"recompile_limit must be a positive int or None, not {recompile_limit!r}")
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgumentType(f"name must be a str or None, not {type(name).__name__}")
+    for arg, value in (("shapes_spec", shapes_spec), ("dynamic_shapes", dynamic_shapes)):
+        if value is not None:
+            raise InvalidArgument(f"bytegraph does not support {arg}= yet; use dynamic=True or "
+                                  f"bytegraph.mark_dynamic(tensor, dim)")
 
 
 def _compiled(model, name: str, backend_fn: Callable, fullgraph: bool, dynamic) -> Callable:
@@ -123,7 +126,7 @@ def _compiled(model, name: str, backend_fn: Callable, fullgraph: bool, dynamic) 
         return functools.partial(_compiled(model.func, name, backend_fn, fullgraph, dynamic), *model.args,
                                  **model.keywords)
     if not callable(model):
-        raise TypeError(f"bytegraph.compile() expects a callable, got {type(model).__name__}")
+        raise InvalidArgumentType(f"bytegraph.compile() expects a callable, got {type(model).__name__}")
     if is_disabled(model):
         diagnostics.log("graph_breaks", "%s is disabled for compilers (torch.compiler.disable / "
                         "bytegraph.disable): it runs as it is", getattr(model, "__qualname__", model))

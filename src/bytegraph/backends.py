@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from .errors import BackendError
+from .errors import BackendError, InvalidArgument, InvalidArgumentType
 
 
 def _eager(gm: torch.fx.GraphModule, example_inputs):
@@ -40,22 +40,69 @@ def _inductor(gm: torch.fx.GraphModule, example_inputs):
     return compile_fx(gm, example_inputs)
 
 
-BACKENDS = {"eager": _eager, "aot_eager": _aot_eager, "inductor": _inductor}
+def _aot_eager_partitioned(gm: torch.fx.GraphModule, example_inputs):
+    """AOTAutograd with Inductor's decompositions and min-cut partitioner, then
+    eager kernels: what Inductor would be given, without Inductor (isolates an
+    Inductor problem from an AOTAutograd one)."""
+    import functools as _functools
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._inductor.compile_fx import select_decomp_table
+    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
+                                 decompositions=select_decomp_table(),
+                                 partition_fn=_functools.partial(min_cut_rematerialization_partition,
+                                                                 compiler="inductor"),
+                                 keep_inference_input_mutations=True)
+
+
+BACKENDS = {"eager": _eager, "aot_eager": _aot_eager, "inductor": _inductor,
+            # torch's debugging names for the same pipelines
+            "aot_eager_default_partitioner": _aot_eager, "aot_eager_decomp_partition": _aot_eager_partitioned}
 for _fn in BACKENDS.values():
     _fn.takes_fake_inputs = True
 
-#: torch.compile's ``mode`` values
+#: torch.compile's ``mode`` values when Inductor cannot be asked (its own
+#: ``list_mode_options()`` is the authority: torch 2.13 added ``"lite"``)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+#: keys of ``options=`` that torch.compile takes for itself, not for the backend
+_FRONTEND_OPTIONS = ("guard_filter_fn", "use_aoti")
+
+
+def inductor_modes() -> Tuple[str, ...]:
+    """The ``mode=`` values Inductor knows (``"default"`` first).
+
+    Example::
+
+        >>> inductor_modes()[0]
+        'default'
+    """
+    try:
+        from torch._inductor import list_mode_options
+        return ("default",) + tuple(m for m in list_mode_options() if m != "default")
+    except Exception:  # pragma: no cover - every supported torch has it
+        return MODES
 
 
 def _registered_with_torch(name: str):
     """A backend registered under ``name`` with torch's registry
-    (``@torch._dynamo.register_backend`` or a ``torch_dynamo_backends`` entry
-    point), or None.  The registry is read only when the program imported it."""
+    (``@torch._dynamo.register_backend``, a ``torch_dynamo_backends`` entry
+    point, or one of torch's own, e.g. ``"cudagraphs"``), or None.  The registry
+    is read only when the program (or a torch backend) loaded it: bytegraph
+    does not import torch._dynamo."""
     registry = sys.modules.get("torch._dynamo.backends.registry")
-    fns = getattr(registry, "_COMPILER_FNS", None)
-    if isinstance(fns, dict) and callable(fns.get(name)):
-        return fns[name]
+    if registry is not None:
+        fns = getattr(registry, "_COMPILER_FNS", None)
+        if isinstance(fns, dict) and callable(fns.get(name)):
+            return fns[name]
+        lazy = getattr(registry, "_lazy_import", None)
+        if callable(lazy) and isinstance(fns, dict):
+            try:
+                lazy()   # (torch's own backends register themselves on first lookup)
+            except Exception:
+                pass
+            if callable(fns.get(name)):
+                return fns[name]
     try:
         from importlib.metadata import entry_points
         for ep in entry_points(group="torch_dynamo_backends"):
@@ -70,7 +117,9 @@ def lookup_backend(backend) -> Tuple[str, Callable]:
     """Resolve a backend name or callable to ``(name, fn)``.
 
     A name is one of bytegraph's (``"eager"``, ``"aot_eager"``,
-    ``"inductor"``) or one registered with torch's backend registry.
+    ``"inductor"``, ``"aot_eager_decomp_partition"``,
+    ``"aot_eager_default_partitioner"``) or one registered with torch's
+    backend registry.
 
     Example::
 
@@ -80,18 +129,40 @@ def lookup_backend(backend) -> Tuple[str, Callable]:
     if isinstance(backend, str):
         fn = BACKENDS.get(backend) or _registered_with_torch(backend)
         if fn is None:
-            raise ValueError(f"unknown backend {backend!r}; valid backends: {', '.join(sorted(BACKENDS))}, "
-                             f"a name registered with torch's backend registry, "
-                             f"or a callable backend(gm, example_inputs)")
+            loaded = "torch._dynamo.backends.registry" in sys.modules
+            raise InvalidArgument(
+                f"unknown backend {backend!r}; valid backends: {', '.join(sorted(BACKENDS))}, "
+                f"a name registered with torch's backend registry"
+                + ("" if loaded else " (torch's registry is not loaded: bytegraph never imports torch._dynamo; "
+                   "import torch._dynamo first to use torch's other backends by name)")
+                + ", or a callable backend(gm, example_inputs)")
         return backend, fn
     if callable(backend):
         return getattr(backend, "__name__", type(backend).__name__), backend
-    raise TypeError(f"backend must be a name or a callable, not {type(backend).__name__}")
+    raise InvalidArgumentType(f"backend must be a name or a callable, not {type(backend).__name__}")
+
+
+def check_mode(mode, backend_fn) -> None:
+    """Reject a ``mode=`` that Inductor does not know (as torch.compile does
+    for Inductor); another backend gets whatever string it is given.
+
+    Example::
+
+        >>> check_mode("max-autotune", BACKENDS["inductor"])
+    """
+    if mode is None:
+        return
+    if not isinstance(mode, str):
+        raise InvalidArgumentType(f"mode must be a str or None, not {type(mode).__name__}")
+    if backend_fn is _inductor and mode != "default" and mode not in inductor_modes():
+        raise InvalidArgument(f"unknown mode {mode!r}; valid modes: {', '.join(inductor_modes())}")
 
 
 def _inductor_patches(mode: Optional[str], options: Optional[dict], dynamic) -> dict:
-    """Inductor config patches for torch.compile's ``mode``/``options``; a
-    ValueError names an option Inductor does not have."""
+    """Inductor config patches for torch.compile's ``mode``/``options``: an
+    option Inductor does not have, or of another type than its setting, is an
+    :class:`InvalidArgument` now rather than a failure at the first call."""
+    import typing
     import torch._inductor.config as inductor_config
     patches: dict = {}
     if mode not in (None, "default"):
@@ -99,10 +170,15 @@ def _inductor_patches(mode: Optional[str], options: Optional[dict], dynamic) -> 
         patches.update(list_mode_options(mode, dynamic))
     known = inductor_config.get_config_copy()
     for key, value in (options or {}).items():
-        if key not in known:
-            raise ValueError(f"unexpected Inductor option {key!r} in options=; see torch._inductor.config "
-                             f"(for example 'max_autotune', 'epilogue_fusion')")
-        patches[key] = value
+        name = key.replace("-", "_") if isinstance(key, str) else key
+        if name not in known:
+            raise InvalidArgument(f"unexpected Inductor option {key!r} in options=; see "
+                                  f"torch._inductor.list_options() (for example 'max_autotune', 'epilogue_fusion')")
+        expected = inductor_config.get_type(name) if hasattr(inductor_config, "get_type") else None
+        if isinstance(expected, type) and typing.get_origin(expected) is None and not isinstance(value, expected):
+            raise InvalidArgument(f"Inductor option {key!r} takes a {type(known[name]).__name__}, "
+                                  f"not {type(value).__name__} ({value!r})")
+        patches[name] = value
     return patches
 
 
@@ -110,7 +186,11 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
     """The backend callable with torch.compile's ``mode`` and ``options``
     applied: Inductor compiles under those config patches; another backend
     receives them as keyword arguments (``mode=``, ``options=``), as
-    torch.compile passes them.
+    torch.compile passes them: ``mode="default"`` and empty options are not
+    passed.  ``options`` keys torch.compile keeps for itself are taken out:
+    ``guard_filter_fn`` (bytegraph keeps every guard: a filter that drops
+    guards is never needed for a correct result, so it is ignored, with a log
+    record) and ``use_aoti`` (not supported).
 
     Example::
 
@@ -118,6 +198,18 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
         >>> configure(name, fn, None, None, None) is fn
         True
     """
+    check_mode(mode, fn)
+    if options is not None and not isinstance(options, dict):
+        raise InvalidArgumentType(f"options must be a dict of backend settings, not {type(options).__name__}")
+    options = dict(options) if options else {}
+    if options.pop("use_aoti", False):
+        raise InvalidArgument("options={'use_aoti': True} (AOTInductor) is not supported by bytegraph; "
+                              "use torch._export.aot_compile / torch._inductor.aoti_compile_and_package")
+    if options.pop("guard_filter_fn", None) is not None:
+        from .logs import log
+        log("guards", "options['guard_filter_fn'] ignored: bytegraph keeps every guard of %s", name)
+    if mode == "default":
+        mode = None
     if mode is None and not options:
         return fn
     if fn is _inductor:
@@ -127,8 +219,14 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
             from torch._inductor.compile_fx import compile_fx
             return compile_fx(gm, example_inputs, config_patches=patches)
         inductor_with_options.takes_fake_inputs = True
+        inductor_with_options.config_patches = patches
         return inductor_with_options
-    kwargs = {k: v for k, v in (("mode", mode), ("options", options)) if v is not None}
+    if fn in BACKENDS.values():
+        # bytegraph's eager and aot_eager have no settings (torch's ignore them too)
+        from .logs import log
+        log("graph_code", "backend %r ignores mode=%r options=%r", name, mode, options)
+        return fn
+    kwargs = {k: v for k, v in (("mode", mode), ("options", options or None)) if v is not None}
 
     def with_options(gm, example_inputs):
         return fn(gm, example_inputs, **kwargs)

@@ -9,6 +9,8 @@ Taxonomy (DESIGN.md §6):
 * ``BackendError``      -- the backend raised, or returned something not callable.
 * ``RecompileError``    -- a recompile under ``set_stance("fail_on_recompile")``.
 * ``InternalError``     -- a bug in bytegraph; only raised with ``config.raise_on_error``.
+* ``InvalidArgument`` / ``InvalidArgumentType`` -- a bad argument to an API function
+                           (also ValueError/TypeError, and RuntimeError as torch.compile raises).
 
 Exceptions raised by the *user's* code are never wrapped: they propagate unchanged.
 """
@@ -153,6 +155,35 @@ class RecompileError(BytegraphError):
 
 class InternalError(BytegraphError):
     """A bug inside bytegraph (only surfaced with ``config.raise_on_error``)."""
+
+
+class InvalidArgument(BytegraphError, ValueError, RuntimeError):
+    """An argument of ``bytegraph.compile`` (or ``set_stance``, ...) has a value
+    it does not take: an unknown backend, mode, Inductor option or stance,
+    ``dynamic="auto"``.  Raised when the call is made, never at the first call
+    of the compiled function.  It is also a ``ValueError`` (Python's
+    convention) and a ``RuntimeError`` (what ``torch.compile`` raises for the
+    same arguments), so code written for either catches it.
+
+    Example::
+
+        >>> import bytegraph
+        >>> bytegraph.compile(lambda x: x, backend="no_such_backend")  # doctest: +SKIP
+        bytegraph.errors.InvalidArgument: unknown backend 'no_such_backend'; valid backends: ...
+    """
+
+
+class InvalidArgumentType(BytegraphError, TypeError, RuntimeError):
+    """An argument of ``bytegraph.compile`` (or another API function) has a
+    type it does not take (``fullgraph=1``, ``options=[...]``, a backend that is
+    neither a name nor a callable).  Also a ``TypeError`` and a ``RuntimeError``.
+
+    Example::
+
+        >>> import bytegraph
+        >>> bytegraph.compile(lambda x: x, fullgraph=1)  # doctest: +SKIP
+        bytegraph.errors.InvalidArgumentType: fullgraph must be True or False, not 1
+    """
 
 
 class UserException(Exception):
