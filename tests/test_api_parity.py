@@ -312,3 +312,71 @@ def test_recompile_limit_per_compile_call(caplog):
     with pytest.raises(bytegraph.RecompileError, match="recompile limit"):
         g(x, 2)
 
+
+def test_torch_set_stance_is_followed(stance_reset):
+    # torch.compiler.set_stance is torch's switch for "compiled code": it means the same for bytegraph's
+    be = CountingBackend()
+    f = bytegraph.compile(lambda x: x * 3, backend=be)
+    x = torch.randn(2)
+    with torch.compiler.set_stance("force_eager"):
+        torch.testing.assert_close(f(x), x * 3)
+    assert be.count == 0
+    f(x)
+    assert be.count == 1
+
+    @torch.compiler.set_stance("fail_on_recompile")
+    def strict(t):
+        return f(t)
+
+    strict(x)   # cached: fine
+    with pytest.raises(bytegraph.RecompileError, match="would recompile"):
+        strict(torch.randn(3, 3))
+    with torch.compiler.set_stance("eager_on_recompile"):
+        f(torch.randn(4, 4))
+    assert be.count == 1 and bytegraph.decorators.STANCE.value == "default"
+    # bytegraph's own stance stays in force under torch's default
+    with bytegraph.set_stance("force_eager"), torch.compiler.set_stance("default"):
+        f(torch.randn(5, 5))
+    assert be.count == 1
+
+
+def test_eager_then_compile_learns_from_the_first_call(stance_reset):
+    be = CountingBackend()
+    f = bytegraph.compile(lambda x, k: x * k, backend=be)
+    with bytegraph.set_stance("eager_then_compile"):
+        torch.testing.assert_close(f(torch.ones(3), 2), torch.full((3,), 2.0))
+        assert be.count == 0
+        for n in (4, 5, 6):   # the first two calls differ in x's size and k: one dynamic entry serves all
+            torch.testing.assert_close(f(torch.ones(n), n), torch.full((n,), float(n)))
+    assert be.count == 1 and len(f._entries) == 1
+    with pytest.raises(ValueError, match="force_backend"):
+        bytegraph.set_stance("default", force_backend="eager")
+    bytegraph.set_stance("default", skip_guard_eval_unsafe=True)   # accepted: every guard is still checked
+
+
+def test_torch_reset_resets_bytegraph_and_dynamo_imported_later_is_followed():
+    # torch._dynamo is imported only after bytegraph here (a fresh process):
+    # its reset and set_stance are followed from then on
+    program = textwrap.dedent("""
+        import sys, torch, bytegraph
+        assert "torch._dynamo" not in sys.modules
+        graphs = []
+        def backend(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+        f = bytegraph.compile(lambda x: x + 1, backend=backend)
+        x = torch.ones(2)
+        f(x)
+        torch.compiler.reset()
+        f(x)
+        import torch._dynamo
+        torch._dynamo.reset()
+        f(x)
+        with torch._dynamo.set_stance("force_eager"):
+            f(torch.ones(3, 3))
+        print("GRAPHS", len(graphs), bytegraph.stats().graphs)
+    """)
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "GRAPHS 3 1" in proc.stdout, proc.stdout
+

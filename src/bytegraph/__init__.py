@@ -10,7 +10,7 @@ Example::
     tensor([2., 2.])
 """
 
-from . import config, logs, native, tracefile
+from . import config, logs, native, torch_switches, tracefile
 from .api import ExplainReport, compile, explain, reset, stats
 from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_stance
 from .dropin import use_for_torch_compile
@@ -27,6 +27,8 @@ __all__ = [
     "InvalidArgumentType",
     "BreakRecord", "UserLocation",
 ]
+
+torch_switches.install()   # torch.compiler.set_stance / reset mean the same for bytegraph's code
 
 if __import__("os").environ.get("BYTEGRAPH_TORCH_COMPILE", "0") not in ("", "0"):
     use_for_torch_compile()   # the drop-in switch (see dropin.py), also when no start-up hook read it

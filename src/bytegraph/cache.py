@@ -18,6 +18,8 @@ import types
 import weakref
 from typing import Callable, Dict, List, Optional
 
+import torch
+
 from . import config
 from .compiler import CacheEntry, compile_frame
 from .dynamic import DynamicPolicy
@@ -66,6 +68,9 @@ class FrameCache:
         self._limit: Optional[int] = None
         #: compile(name=...): the label logs use (None: the function's qualified name)
         self._label: Optional[str] = None
+        #: set_stance("eager_then_compile"): the first call's argument shapes
+        #: and ints (it ran eagerly), learned from when the second one compiles
+        self._first_call: Optional[tuple] = None
         _ALL.add(self)
 
     def _miss(self, fn, args, kwargs):
@@ -90,6 +95,9 @@ class FrameCache:
             return None
         if self._entries and STANCE.value != "default" and not self._stance_allows_recompile(fn, args, kwargs):
             return None
+        if not self._entries and self._first_call is None and STANCE.value.endswith("eager_then_compile"):
+            self._first_call = _argument_values(fn, args, kwargs)
+            return None   # the first call runs eagerly; what it saw is learned from when the next one compiles
         if self._warned_limit and len(self._entries) >= self._entry_limit():
             return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
         try:
@@ -159,6 +167,11 @@ class FrameCache:
             return _EAGER
         if self._patched(fn):
             return _EAGER
+        if not self._entries and self._first_call:
+            # (after an eager first call: dims and ints that differ from it are dynamic at once)
+            first, self._first_call = self._first_call, ()
+            self._policy.learn(*first)
+            self._policy.learn(*_argument_values(fn, args, kwargs))
         if self._entries:
             STATS.recompiles += 1
             if listening():
@@ -260,6 +273,7 @@ class FrameCache:
         return _EAGER
 
     def _reset(self) -> None:
+        self._first_call = None
         self._entries.clear()
         self._eager_reason = None
         self._warned_limit = False
@@ -479,6 +493,33 @@ def _patched_builtin() -> Optional[str]:
         if seen.get(name) is not real:
             return name
     return None
+
+
+def _argument_values(fn, args, kwargs) -> tuple:
+    """``(shapes, ints)`` of a call's tensor and int arguments, by the names
+    the guards give them (``x``, ``args[0]``): what ``DynamicPolicy.learn`` compares."""
+    shapes: Dict[str, tuple] = {}
+    ints: Dict[str, int] = {}
+    try:
+        bound = code_signature(fn).bind(*args, **kwargs).arguments
+    except Exception:
+        return shapes, ints
+    items = []
+    for name, value in bound.items():
+        if type(value) is tuple and fn.__code__.co_flags & 0x04 and name == _varargs_name(fn.__code__):
+            items += [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            items.append((name, value))
+    for name, value in items:
+        if isinstance(value, torch.Tensor):
+            shapes[name] = tuple(value.shape)
+        elif type(value) is int:
+            ints[name] = value
+    return shapes, ints
+
+
+def _varargs_name(code) -> str:
+    return code.co_varnames[code.co_argcount + code.co_kwonlyargcount]
 
 
 def _fn_location(fn) -> UserLocation:

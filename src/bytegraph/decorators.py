@@ -21,13 +21,18 @@ from typing import Callable, Optional
 _ALLOWED_IDS: set = set()
 
 #: torch.compiler.set_stance's stances that bytegraph implements
-STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
+STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile", "eager_then_compile",
+           "aot_eager_then_compile")
 
 
 class _Stance:
-    """The current stance (see :func:`set_stance`), read on every compiled call."""
+    """The current stance (see :func:`set_stance`), read on every compiled call:
+    ``value`` is torch's (``torch.compiler.set_stance``) while that is not
+    ``"default"``, else bytegraph's own."""
 
     value = "default"
+    own = "default"
+    torch = "default"
 
 
 STANCE = _Stance()
@@ -148,14 +153,24 @@ def graph_break() -> None:
 
 class set_stance(contextlib.ContextDecorator):
     """Change how compiled functions behave, for the whole process, in a
-    ``with`` block, or for a decorated function (as ``torch.compiler.set_stance``):
+    ``with`` block, or for a decorated function (as ``torch.compiler.set_stance``,
+    whose stances bytegraph follows too):
 
     * ``"default"``: compile on a miss, run cached entries;
     * ``"force_eager"``: run every compiled function as its original code;
     * ``"eager_on_recompile"``: run cached entries, but run eagerly where a
       new compile would be needed;
     * ``"fail_on_recompile"``: raise :class:`bytegraph.RecompileError` where a
-      function that has entries would compile again.
+      function that has entries would compile again;
+    * ``"eager_then_compile"``: a function's first call runs eagerly, later
+      calls compile; what changed between the first two calls (a dimension, an
+      int) is compiled dynamic at once;
+    * ``"aot_eager_then_compile"``: as ``"eager_then_compile"`` (the first call
+      runs eagerly, not through AOTAutograd: the same results).
+
+    ``skip_guard_eval_unsafe`` is accepted and has no effect: bytegraph always
+    checks every guard (never a wrong result).  ``force_backend`` is not
+    supported (compile again with ``backend=`` instead).
 
     Example::
 
@@ -165,19 +180,25 @@ class set_stance(contextlib.ContextDecorator):
         >>> _ = bytegraph.set_stance("default")
     """
 
-    def __init__(self, stance: str = "default"):
+    def __init__(self, stance: str = "default", *, skip_guard_eval_unsafe: bool = False, force_backend=None):
+        from .errors import InvalidArgument, InvalidArgumentType
         if stance not in STANCES:
-            raise ValueError(f"unknown stance {stance!r}; valid stances: {', '.join(STANCES)}")
+            raise InvalidArgument(f"unknown stance {stance!r}; valid stances: {', '.join(STANCES)}")
+        if not isinstance(skip_guard_eval_unsafe, bool):
+            raise InvalidArgumentType(f"skip_guard_eval_unsafe must be True or False, not {skip_guard_eval_unsafe!r}")
+        if force_backend is not None:
+            raise InvalidArgument("set_stance(force_backend=...) is not supported by bytegraph; compile the "
+                                  "function again with bytegraph.compile(fn, backend=...)")
         self.stance = stance
         self._restore: list = []
         # a plain call sets the stance for the process; ``with`` and a
         # decorator restore what was there before
-        self._before_init: Optional[str] = STANCE.value
+        self._before_init: Optional[str] = STANCE.own
         _apply(stance)
 
     def __enter__(self):
         before, self._before_init = self._before_init, None
-        self._restore.append(before if before is not None else STANCE.value)
+        self._restore.append(before if before is not None else STANCE.own)
         _apply(self.stance)
         return self
 
@@ -194,8 +215,25 @@ class set_stance(contextlib.ContextDecorator):
 
 
 def _apply(stance: str) -> None:
-    STANCE.value = stance
+    """Set bytegraph's own stance."""
+    STANCE.own = stance
+    _update()
+
+
+def follow_torch_stance(stance: str) -> None:
+    """torch's stance changed (``torch.compiler.set_stance``; see torch_switches.py)."""
+    if stance not in STANCES:
+        from .logs import log
+        log("recompiles", "torch's stance %r has no bytegraph meaning; bytegraph-compiled code runs as by default",
+            stance)
+        stance = "default"
+    STANCE.torch = stance
+    _update()
+
+
+def _update() -> None:
+    STANCE.value = STANCE.torch if STANCE.torch != "default" else STANCE.own
     from . import native
     m = native.load()
     if m is not None:
-        m.set_force_eager(stance == "force_eager")
+        m.set_force_eager(STANCE.value == "force_eager")
