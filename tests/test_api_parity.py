@@ -380,3 +380,49 @@ def test_torch_reset_resets_bytegraph_and_dynamo_imported_later_is_followed():
     assert proc.returncode == 0, proc.stderr
     assert "GRAPHS 3 1" in proc.stdout, proc.stdout
 
+
+def test_compile_module_in_place():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    expected_keys = list(model.state_dict())
+    be = CountingBackend()
+    assert bytegraph.compile_module(model, backend=be) is model
+    model.register_forward_hook(lambda mod, args, out: out * 2)
+    x = torch.randn(2, 3)
+    out = model(x)
+    torch.testing.assert_close(out, torch.relu(model[0](x)) * 2)
+    assert be.count == 1 and isinstance(model, torch.nn.Sequential)
+    assert list(model.state_dict()) == expected_keys
+    model(x)
+    assert be.count == 1   # cached
+    be2 = CountingBackend()
+    bytegraph.compile_module(model, backend=be2)   # again: the new settings
+    model(x)
+    assert be2.count == 1
+    copy = __import__("copy").deepcopy(model)   # (as with module.compile(): a copy is not compiled)
+    torch.testing.assert_close(copy(x), out)
+    assert be2.count == 1 and be.count == 1
+    with pytest.raises(TypeError, match="expects an nn.Module"):
+        bytegraph.compile_module(lambda x: x)
+
+
+def test_compiled_module_wrapper_acts_on_the_original():
+    lin = torch.nn.Linear(3, 3)
+    be = CountingBackend()
+    cm = bytegraph.compile(lin, backend=be)
+    x = torch.randn(2, 3)
+    cm(x)
+    calls = []
+    handle = cm.register_forward_hook(lambda mod, args, out: calls.append("fwd"))
+    cm.register_forward_pre_hook(lambda mod, args: calls.append("pre"))
+    torch.testing.assert_close(cm(x), lin(x))   # hooks registered through the wrapper run, compiled or not
+    assert calls == ["pre", "fwd", "pre", "fwd"]
+    handle.remove()
+    visited = []
+    assert cm.apply(lambda m: visited.append(type(m).__name__)) is cm
+    assert visited == ["Linear"]
+    cm.register_buffer("scale", torch.ones(1))
+    assert "scale" in dict(lin.named_buffers()) and "scale" in cm.state_dict()
+    # a checkpoint saved from torch.compile's wrapper ("_orig_mod." keys) loads
+    saved = {f"_orig_mod.{k}": v.clone() + 1 for k, v in lin.state_dict().items()}
+    cm.load_state_dict(saved)
+    torch.testing.assert_close(lin.weight, saved["_orig_mod.weight"])

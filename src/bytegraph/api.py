@@ -74,6 +74,33 @@ def compile(model: Optional[Callable] = None, *, fullgraph: bool = False, dynami
     return compiled
 
 
+def compile_module(module: torch.nn.Module, **compile_kwargs) -> torch.nn.Module:
+    """Compile ``module``'s calls in place, as ``module.compile(...)`` does with
+    torch.compile: ``module`` stays the same object (its class, ``state_dict``
+    keys, attributes, ``isinstance`` checks) and each call of it runs its full
+    call (hooks included) through bytegraph.  ``compile_kwargs`` are
+    :func:`compile`'s.  Compiling it again replaces the settings; the module
+    is returned.  A copy (``copy.deepcopy``, pickling) is not compiled, as with
+    ``module.compile()``.
+
+    Example::
+
+        >>> import bytegraph, torch
+        >>> lin = torch.nn.Linear(2, 2)
+        >>> bytegraph.compile_module(lin, backend="eager") is lin
+        True
+        >>> lin(torch.ones(1, 2)).shape
+        torch.Size([1, 2])
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgumentType(f"compile_module() expects an nn.Module, not {type(module).__name__}")
+    if "model" in compile_kwargs:
+        raise InvalidArgument("compile_module(module, ...) takes the module as its first argument only")
+    # (torch's Module.__call__ runs ``_compiled_call_impl`` when it is set)
+    module._compiled_call_impl = compile(module._call_impl, **compile_kwargs)
+    return module
+
+
 def _cache_of(compiled):
     """The CompiledFunction behind what ``_compiled`` returned (None: nothing compiled)."""
     from .compiled_module import CompiledModule

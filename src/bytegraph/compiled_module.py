@@ -117,46 +117,51 @@ class CompiledModule(torch.nn.Module):
     def __repr__(self):
         return f"CompiledModule({self._orig_mod!r})"
 
-    def train(self, mode: bool = True):
-        self._orig_mod.train(mode)
-        return self
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        # A checkpoint saved from torch.compile's wrapper names every key
+        # "_orig_mod.<name>": it loads into the same module here too.
+        prefix = "_orig_mod."
+        if state_dict and all(isinstance(k, str) and k.startswith(prefix) for k in state_dict):
+            state_dict = type(state_dict)((k[len(prefix):], v) for k, v in state_dict.items()) \
+                if isinstance(state_dict, dict) else state_dict
+        return self._orig_mod.load_state_dict(state_dict, *args, **kwargs)
 
-    def _apply(self, fn, recurse=True):
-        self._orig_mod._apply(fn, recurse)
-        return self
+    def compile(self, *args, **kwargs):
+        """Compile the original module again, in place, with these settings
+        (``bytegraph.compile``'s arguments)."""
+        from .api import compile as bg_compile
+        fresh = bg_compile(self._orig_mod, *args, **kwargs)
+        if isinstance(fresh, CompiledModule):
+            object.__setattr__(self, "_bg_call", fresh._bg_call)
+            object.__setattr__(self, "_bg_options", fresh._bg_options)
 
-    def state_dict(self, *args, **kwargs):
-        return self._orig_mod.state_dict(*args, **kwargs)
 
-    def load_state_dict(self, *args, **kwargs):
-        return self._orig_mod.load_state_dict(*args, **kwargs)
+def _forwarded(name: str):
+    """``nn.Module.<name>`` run on the original module (a result that is the
+    original, for chaining, is this wrapper)."""
+    def method(self, *args, **kwargs):
+        result = getattr(self._orig_mod, name)(*args, **kwargs)
+        return self if result is self._orig_mod else result
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The original module's ``{name}``."
+    return method
 
-    def parameters(self, recurse: bool = True):
-        return self._orig_mod.parameters(recurse)
 
-    def named_parameters(self, *args, **kwargs):
-        return self._orig_mod.named_parameters(*args, **kwargs)
-
-    def buffers(self, recurse: bool = True):
-        return self._orig_mod.buffers(recurse)
-
-    def named_buffers(self, *args, **kwargs):
-        return self._orig_mod.named_buffers(*args, **kwargs)
-
-    def children(self):
-        return self._orig_mod.children()
-
-    def named_children(self):
-        return self._orig_mod.named_children()
-
-    def modules(self):
-        return self._orig_mod.modules()
-
-    def named_modules(self, *args, **kwargs):
-        return self._orig_mod.named_modules(*args, **kwargs)
-
-    def zero_grad(self, set_to_none: bool = True):
-        self._orig_mod.zero_grad(set_to_none)
+# Every nn.Module method that reads or changes the module's state acts on the
+# original: hooks registered on the wrapper run (its call is the original's
+# call, hooks included), a buffer or submodule added through it is part of
+# the module, ``apply`` visits the module itself.
+for _name in ("train", "_apply", "state_dict", "parameters", "named_parameters", "buffers", "named_buffers",
+              "children", "named_children", "modules", "named_modules", "zero_grad", "apply", "add_module",
+              "register_module", "register_buffer", "register_parameter", "get_submodule", "set_submodule",
+              "get_parameter", "get_buffer", "get_extra_state", "set_extra_state", "extra_repr",
+              "register_forward_hook", "register_forward_pre_hook", "register_backward_hook",
+              "register_full_backward_hook", "register_full_backward_pre_hook", "register_state_dict_pre_hook",
+              "register_state_dict_post_hook", "register_load_state_dict_pre_hook",
+              "register_load_state_dict_post_hook", "_register_state_dict_hook",
+              "_register_load_state_dict_pre_hook"):
+    if hasattr(torch.nn.Module, _name):
+        setattr(CompiledModule, _name, _forwarded(_name))
 
 
 def _rebuild(module, backend, fullgraph, dynamic):

@@ -87,8 +87,10 @@ def _torch_compile(model=None, **kwargs):
 
 def _module_compile(self, *args, **kwargs):
     """nn.Module.compile, served by bytegraph: this module's calls are compiled in place."""
-    from .api import compile
-    self._compiled_call_impl = compile(self._call_impl, *args, **kwargs)
+    from .api import compile_module
+    if args:   # (torch.compile's only positional parameter is the model: it is this module)
+        raise TypeError("Module.compile() takes keyword arguments only (torch.compile's)")
+    compile_module(self, **kwargs)
 
 
 def _site_packages() -> str:
