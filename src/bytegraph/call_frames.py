@@ -70,4 +70,5 @@ def stand_in(base: types.CodeType, positions, n_args: int, kw_names: Tuple[str, 
                     co_flags=_CO_OPTIMIZED | _CO_NEWLOCALS, co_consts=(None,), co_names=(),
                     co_name=base.co_name, co_qualname=base.co_qualname)
     fn = _CACHE[key] = types.FunctionType(code, f_globals)
+    fn.__bytegraph_kw_names__ = tuple(kw_names)   # (bytegraph.show shows the call it stands in for)
     return fn

@@ -432,7 +432,10 @@ def _owning_module(obj, source) -> Optional[str]:
 
 
 def _guard_body(lines, native, bind) -> List[str]:
-    """The statements of the guard function: each line's setup, then its check.
+    """The statements of the guard function: each line's setup, then its check,
+    with what the check means as a comment (the check itself reads objects it
+    holds, ``___k3``, which say nothing to a reader of ``bytegraph.show`` or
+    the ``guards`` log).
 
     With the native module, the (consecutive) tensor checks become one call
     that checks every guarded tensor in C++; ``lines`` keep the per-tensor
@@ -454,13 +457,23 @@ def _guard_body(lines, native, bind) -> List[str]:
             for line in group:
                 emit_setup(line[0])
             check = bind(native.TensorCheck([_native_spec(line[2].expected) for line in group]).check)
+            body.extend(f"        # {_comment(line[2])}" for line in group)
             body.append(f"        if not {check}({', '.join(line[3] for line in group)}): return False")
             continue
         emit_setup(setup)
-        body.append(f"        if not ({cond}): return False")
+        body.append(f"        if not ({cond}): return False  # {_comment(guard)}")
         i += 1
     body.append("        return True")
     return body
+
+
+def _comment(guard: Guard) -> str:
+    """A guard's description, on one line (it ends a line of generated source)."""
+    try:
+        text = " ".join(guard.describe().split())
+    except Exception:   # (a description must never fail a compile)
+        return guard.kind
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _native_spec(expected) -> tuple:
