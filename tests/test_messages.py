@@ -151,3 +151,32 @@ def test_user_exception_has_no_bytegraph_frames_or_chain(native_mode):
             own = [e for e in info.traceback if os.sep + "bytegraph" + os.sep in str(e.path)
                    and os.sep + "tests" + os.sep not in str(e.path)]
             assert own == [], own
+
+
+def test_fullgraph_error_names_the_users_line_past_any_package_and_keeps_its_traceback_short(tmp_path):
+    # a package outside this environment (another site-packages: a user site, a system one)
+    pkg = tmp_path / "site-packages" / "bg_pkg_under_test"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("def normalize(x):\n    m = x.mean()\n    if m > 0:\n        return x - m\n"
+                                     "    return x\n")
+    import sys
+    sys.path.insert(0, str(tmp_path / "site-packages"))
+    try:
+        import bg_pkg_under_test
+
+        def model(x):
+            y = x * 2
+            return bg_pkg_under_test.normalize(y) + 1
+
+        with pytest.raises(bytegraph.GraphBreakError) as info:
+            bytegraph.compile(model, backend="eager", fullgraph=True)(torch.ones(3))
+    finally:
+        sys.path.remove(str(tmp_path / "site-packages"))
+        sys.modules.pop("bg_pkg_under_test", None)
+    record = info.value.record
+    assert record.user_location.lineno == _line_of(model, "bg_pkg_under_test.normalize(y)")
+    assert record.location.filename == str(pkg / "__init__.py")
+    # the error's own traceback: the user's call, then at most the two frames that raise it
+    frames = [f for f in __import__("traceback").extract_tb(info.value.__traceback__)]
+    assert len([f for f in frames if "bytegraph" + os.sep in f.filename]) <= 2, frames
+    assert not info.value.__cause__ and info.value.__suppress_context__

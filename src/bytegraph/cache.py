@@ -90,6 +90,14 @@ class FrameCache:
     def _resolve(self, fn, args, kwargs) -> Optional[CacheEntry]:
         """The entry to run for a call that missed, compiling it if needed;
         None: run ``fn`` itself."""
+        try:
+            return self._resolve_entry(fn, args, kwargs)
+        except (GraphBreakError, RecompileError) as e:
+            # an error about the user's code, which names the user's lines
+            # itself: its traceback starts here, not deep in the compiler
+            raise e.with_traceback(None)
+
+    def _resolve_entry(self, fn, args, kwargs) -> Optional[CacheEntry]:
         STATS.cache_misses += 1
         if self._eager_reason is not None:
             return None

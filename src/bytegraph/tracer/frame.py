@@ -206,7 +206,7 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
         standard library's, an installed package's (torch, transformers) or bytegraph's."""
         frame = self
         while frame is not None:
-            if not frame.code.co_filename.startswith(_LIBRARY_DIRS):
+            if not _is_library(frame.code.co_filename):
                 return frame.location()
             frame = frame.parent
         return None
@@ -470,6 +470,15 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 #: where code that is not the user's lives
 _LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for p in (sysconfig.get_paths()[k] for k in (
     "stdlib", "platstdlib", "purelib", "platlib")) if p} | {_OWN_DIR}))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_library(filename: str) -> bool:
+    """Is ``filename`` not the user's own code: the standard library, bytegraph,
+    or an installed package (this environment's, or any ``site-packages`` /
+    ``dist-packages`` directory: a system or user site, another environment)?"""
+    return filename.startswith(_LIBRARY_DIRS) or any(
+        f"{os.sep}{d}{os.sep}" in filename for d in ("site-packages", "dist-packages"))
 
 
 @functools.lru_cache(maxsize=4096)
