@@ -180,3 +180,24 @@ def test_fullgraph_error_names_the_users_line_past_any_package_and_keeps_its_tra
     frames = [f for f in __import__("traceback").extract_tb(info.value.__traceback__)]
     assert len([f for f in frames if "bytegraph" + os.sep in f.filename]) <= 2, frames
     assert not info.value.__cause__ and info.value.__suppress_context__
+
+
+def _inner_with_break(x):
+    m = x.mean()
+    print("between", file=__import__("io").StringIO())
+    return x - m
+
+
+def test_recompile_of_a_resume_function_names_the_users_local():
+    def outer(x):
+        y = _inner_with_break(x * 2)
+        return y + 1
+
+    f = bytegraph.compile(outer, backend="eager", dynamic=False)
+    f(torch.ones(3))
+    with captured_logs("recompiles") as messages:
+        torch.testing.assert_close(f(torch.ones(2, 2)), outer(torch.ones(2, 2)))
+    tried = [line.strip() for m in messages for line in m.splitlines() if line.strip().startswith("entry ")]
+    assert any("_inner_with_break's x (___bg_s" in line for line in tried), tried
+    # a generated name is never the subject of a reason without the user's name beside it
+    assert not [line for line in tried if line.split("guard failed: ", 1)[1].startswith("___bg_")], tried

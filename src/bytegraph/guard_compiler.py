@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import re
 import struct
 import sys
 import types
@@ -169,10 +170,40 @@ class CompiledGuard:
                 for var, expr in setup:
                     env[var] = eval(expr, env)
                 if not eval(cond, env):
-                    return guard.describe() + _actual(guard, env.get(value_var) if value_var else None)
+                    return _user_named(guard.describe(), env) + _actual(guard, env.get(value_var) if value_var else None)
             except Exception as e:  # the guard function treats errors as failure too
-                return f"{guard.describe()} (raised {type(e).__name__}: {e})"
+                return f"{_user_named(guard.describe(), env)} (raised {type(e).__name__}: {e})"
         return None
+
+
+#: a resume function's parameter for a value left on the stack at the break,
+#: with the inner frames' continuations' arguments read from it
+_STACK_SLOT = re.compile(r"^(___bg_s\d+)((?:\.args\[\d+\])*)")
+
+
+def _user_named(description: str, env: dict) -> str:
+    """``description`` of a guard, its subject named as the user knows it when
+    it is a value a resume function got from the break (``___bg_s1.args[1]``: a
+    local ``x`` of the inner frame ``helper``), the generated name kept in parentheses."""
+    match = _STACK_SLOT.match(description)
+    if match is None:
+        return description
+    value, name, frame = env.get(match.group(1)), None, None
+    for index in re.findall(r"\[(\d+)\]", match.group(2)):
+        fn = getattr(value, "fn", None)
+        args = getattr(value, "args", None)
+        code = getattr(fn, "__code__", None)
+        if type(value).__name__ != "Continuation" or code is None or not isinstance(args, tuple):
+            return description
+        k = int(index)
+        if k >= len(args) or k >= code.co_argcount:
+            return description
+        name, frame, value = code.co_varnames[k], code.co_qualname.split(".<resume_at_")[0], args[k]
+    if name is None or name.startswith("___"):
+        what = "a value on the stack at the break"
+    else:
+        what = f"{frame}'s {name}"
+    return f"{what} ({match.group(0)}){description[match.end():]}"
 
 
 #: guards that establish what an object is; reads below a failing one are not made
