@@ -44,6 +44,20 @@ USER_PROGRAM = textwrap.dedent("""
         return t.sin() + 1
 
     assert torch.allclose(scale(x), x.sin() + 1)
+
+    # every decorator form returns the compiled function (not called: inductor
+    # would compile for seconds; what matters is who compiles)
+    @torch.compile
+    def bare(t):
+        return t + 1
+
+    @torch.compile(mode="max-autotune-no-cudagraphs")
+    def tuned(t):
+        return t * 2
+
+    later = torch.compile(backend="inductor")(lambda t: t - 1)
+    print("SERVED", sorted({type(g).__module__.split(".")[0] for g in (bare, tuned, later, fast)}))
+    assert torch.allclose(torch.compile(backend="eager")(lambda t: t * 3)(x), x * 3)
     print("user program done")
 """)
 
@@ -74,8 +88,9 @@ def test_switch_on_runs_torch_compile_through_bytegraph(tmp_path):
     proc = run_user_program(tmp_path, "1")
     assert proc.returncode == 0, proc.stderr
     assert "user program done" in proc.stdout
-    # three compiled callables, one graph each; torch.compile's frame evaluator compiled nothing
-    assert "BYTEGRAPH 3 DYNAMO_FRAMES 0" in proc.stdout, proc.stdout
+    # four compiled callables called, one graph each; torch.compile's frame evaluator compiled nothing
+    assert "BYTEGRAPH 4 DYNAMO_FRAMES 0" in proc.stdout, proc.stdout
+    assert "SERVED ['bytegraph']" in proc.stdout, proc.stdout
 
 
 def test_switch_off_leaves_the_program_alone(tmp_path):
@@ -84,6 +99,7 @@ def test_switch_off_leaves_the_program_alone(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "BYTEGRAPH None DYNAMO_FRAMES" in proc.stdout and "DYNAMO_FRAMES 0" not in proc.stdout, \
             proc.stdout
+        assert "SERVED [" in proc.stdout and "bytegraph" not in proc.stdout, proc.stdout
 
 
 def test_function_switch_and_undo():
