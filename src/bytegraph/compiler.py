@@ -48,7 +48,7 @@ class CacheEntry:
     """
 
     __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks",
-                 "observed_shapes", "raises", "phases", "function")
+                 "observed_shapes", "raises", "phases", "function", "traces", "trace_steps")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
                  transformed: bool = True, breaks: int = 0):
@@ -65,6 +65,10 @@ class CacheEntry:
         self.raises = False
         #: seconds per phase of the compile: trace, backend, guards, codegen
         self.phases: Dict[str, float] = {"trace": seconds}
+        #: symbolic executions of the frame this compile ran (the first, and
+        #: each restart at a graph break), and the instructions they ran in all
+        self.traces = 1
+        self.trace_steps = 0
         #: the compiled function (qualified name, file, first line), for reports
         code = fn.__code__
         self.function = (code.co_qualname, code.co_filename, code.co_firstlineno)
@@ -119,8 +123,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     mark = len(Trace.made)
     try:
         with full_collections_deferred(), _FAKE_KERNEL_ERRORS_MUTED:
-            return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
-                                  policy)
+            entry = _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                                   policy)
+        mine = [t for t in Trace.made[mark:] if t.fn is fn]
+        entry.traces, entry.trace_steps = len(mine), sum(t.steps for t in mine)
+        return entry
     finally:
         template_refs = [r for trace in Trace.made[mark:] for r in trace.side_effects.template_refs]
         for trace in Trace.made[mark:]:

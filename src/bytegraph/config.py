@@ -43,6 +43,17 @@ max_generator_items: int = 100_000
 #: the frame breaks there (the loop body is outlined or runs eagerly).
 max_trace_steps: int = 300_000
 
+#: Seconds one trace may run symbolic execution (checked every 256th
+#: instructions).  Past it the frame breaks at that instruction (break kind
+#: ``trace_budget``, logged under ``graph_breaks``): the graph so far is
+#: compiled and the rest of the frame continues in a continuation, compiled
+#: in turn with a budget of its own; where no break is possible the frame runs
+#: eagerly.  A retrace to a planned break is not timed (it stops at the same
+#: instruction), so the result does not depend on the machine's speed once
+#: the first trace chose the point.  ``max_trace_steps`` is the same budget in
+#: instructions.
+trace_budget_seconds: float = 30.0
+
 #: After a graph break inside inlined calls, hand each inner frame's
 #: continuation to its caller's continuation as a callable that the caller's
 #: call instruction runs (:class:`bytegraph.resume.Continuation`).  Compiling
