@@ -144,11 +144,17 @@ def _collect_templates(refs) -> None:
     they are listed by their bases' ``__subclasses__()``, which the program
     may ask natively next.  They are young: a collection of the young
     generations frees them, and only one that survived into the oldest
-    generation (a collection ran during the compile) costs a full one.
+    generation (a collection ran during the compile) costs a full one --
+    and only if it has a base other than ``object``: ``object.__subclasses__()``
+    lists every class of the process, a local class eager drops lingers
+    there until a collection too, and a full collection per compile (~0.1 s
+    with torch loaded) made class-heavy frames (CPython's test_dataclasses)
+    cost seconds.
     """
     import gc
     gc.collect(1)
-    if any(r() is not None for r in refs):
+    alive = [t for t in (r() for r in refs) if t is not None]
+    if any(base is not object for t in alive for base in t.__bases__):
         gc.collect()
 
 
