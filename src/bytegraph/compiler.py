@@ -27,7 +27,7 @@ from .diagnostics import STATS, emit
 from .logs import enabled, log
 from .gc_defer import full_collections_deferred
 from .values.base import reachable
-from .errors import Unsupported, UserException
+from .errors import BackendError, Unsupported, UserException
 from .guard_compiler import CompiledGuard, compile_guards
 from .guards import IDENTITY_KINDS, Guard, storages_disjoint
 from .tracer import Trace
@@ -297,8 +297,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             compiled = gm.forward
         else:
             backend_start = time.perf_counter()
-            compiled = compile_graph(backend_name, backend, gm, example_inputs,
-                                     graph.fake_mode if real_inputs else None)
+            compiled = _compile_with_blocks(backend_name, backend, gm, example_inputs,
+                                            graph.fake_mode if real_inputs else None)
             backend_seconds = time.perf_counter() - backend_start
             graphs.append(gm)
             STATS.graphs += 1
@@ -357,6 +357,26 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
+
+
+def _compile_with_blocks(backend_name, backend, gm, example_inputs, fake_mode):
+    """The backend's compile of ``gm``; a graph with block calls (layer
+    reuse) is lowered for the backend first, and if the backend rejects
+    the lowered form, compiled again with plain calls of the blocks' code."""
+    from .block_graphs import has_blocks, lower_for_backend
+    if not has_blocks(gm):
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
+    lowered = lower_for_backend(gm, backend_name)
+    if lowered is gm:
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
+    try:
+        return compile_graph(backend_name, backend, lowered, example_inputs, fake_mode)
+    except BackendError as e:
+        if config.raise_on_error:
+            raise
+        log("layer_reuse", "%s rejected the blocks as invoke_subgraph (%s); compiling their code inline",
+            backend_name, e)
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
 
 
 def _without_call_closure(fn: types.FunctionType) -> types.FunctionType:

@@ -75,6 +75,9 @@ class Trace:
         self.raise_steps: Dict[int, tuple] = {}
         #: generator objects made in the trace (GeneratorValue)
         self.generators: list = []
+        #: repeated blocks traced once in this trace (layer_reuse.py)
+        from ..layer_reuse import BlockReuse
+        self.blocks = BlockReuse(self) if config.reuse_blocks else None
         #: when this trace's time budget ends (config.trace_budget_seconds)
         self.deadline = time.perf_counter() + config.trace_budget_seconds
 
@@ -143,6 +146,7 @@ class Trace:
             frame.exc_depths.clear()
             frame.return_value = None
         self.frames = []
+        self.blocks = None
         self.root = self.stopped_frame = None
         self.open_contexts = []
 
