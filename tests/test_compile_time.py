@@ -61,3 +61,26 @@ def test_steps_budget_splits_a_long_trace(monkeypatch):
     out, be = assert_same(_long, torch.randn(4), 600, graphs=None, breaks=None)
     assert be.count >= 1
     assert bytegraph.stats().eager_fallbacks == 0
+
+
+def _many_breaks(x, sink):
+    x = x * 2
+    print(1, file=sink)
+    x = x + 1
+    print(2, file=sink)
+    x = x.sin()
+    print(3, file=sink)
+    return x * 3
+
+
+def test_a_resume_function_holds_only_the_code_that_can_still_run():
+    import io
+    from bytegraph import resume
+    from bytegraph.bytecode import decode
+    out, be = assert_same(_many_breaks, torch.randn(3), io.StringIO(), graphs=4, breaks=3, check_identity=False)
+    made = [c for c, o in resume._ORIGINS.items() if o.base is _many_breaks.__code__ and o.kind == "resume"]
+    assert len(made) == 3
+    base = len(decode(_many_breaks.__code__))
+    sizes = sorted(len(decode(c)) - resume.origin_of(c).prologue for c in made)
+    # each holds the code after its break, so later resume functions are shorter
+    assert sizes[0] < sizes[1] < sizes[2] < base, (sizes, base)
