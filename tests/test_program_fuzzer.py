@@ -46,10 +46,10 @@ SEEDS = int(os.environ.get("BYTEGRAPH_FUZZ_SEEDS", "200"))
 #             if b > 6:
 #                 continue
 # Seeds past the default 200 are listed for BYTEGRAPH_FUZZ_SEEDS=2000 runs.
-KNOWN_FAILING = {
-    # since generators are lazy (internal error with raise_on_error; eager fallback otherwise)
-    968: "bug H: graph break inside a @contextmanager with-block: 'exit of a @contextmanager generator' internal",
-    1545: "bug H: graph break inside a @contextmanager with-block: 'exit of a @contextmanager generator' internal",
+KNOWN_FAILING: dict = {
+    # bug H (a graph break inside a @contextmanager with-block: an internal
+    # error 'exit of a @contextmanager generator'; seeds 968 and 1545) is fixed
+    # (breaks.py moves the break on to the with statement)
 }
 
 
