@@ -4,6 +4,7 @@
 #   make test        create/refresh the venv (dev + model test deps), then run the test suite
 #   make bench       full benchmark vs torch.compile (bench/run.py), writes bench/results.md
 #   make bench-quick short benchmark run (< 2 minutes)
+#   make bench-scale compile time at scale: deep models, Inductor first calls cold and warm (bench/results-scale.md)
 #   make bench-zoo   every model of the zoo beside torch.compile (bench/zoo.py), writes bench/zoo.md
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
@@ -63,7 +64,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-zoo clean browser
+.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-scale bench-zoo clean browser
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -137,6 +138,12 @@ bench: $(MODELS_STAMP) native
 # Subset (no transformers models, no inductor, one repetition); under 2 minutes.
 bench-quick: $(STAMP) native
 	$(PY) bench/run.py --quick $(BENCH_ARGS)
+
+# Compile time at scale (issue 17): eager first calls of 4/16/48-layer GPT-2,
+# Inductor first calls (cold cache, and a second process on a warm one) and the
+# steady state after them; writes bench/results-scale.md (~40 minutes on 2 cores).
+bench-scale: $(MODELS_STAMP) native
+	$(PY) bench/run.py --scale $(BENCH_ARGS)
 
 # The model zoo beside torch.compile: graphs, breaks, recompiles and first-call
 # time of every architecture, each in fresh processes (~20 minutes on 2 cores

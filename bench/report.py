@@ -159,20 +159,58 @@ def graph_table(res: Results) -> str:
     return table(header, rows)
 
 
-def inductor_table(res: Results) -> str:
+def inductor_table(res: Results, metric: str = "inductor") -> str:
     header = ["workload", "eager ms/call", f"{LABEL[TC]} ms/call median", f"{LABEL[TC]} min",
               f"{LABEL[BG]} ms/call median", f"{LABEL[BG]} min", f"{LABEL[TC]} speedup", f"{LABEL[BG]} speedup",
               RATIO + " (time)"]
     rows = []
-    for w in res.workloads("inductor"):
-        eager = res.values(w, "inductor", TC, "eager_ms") + res.values(w, "inductor", BG, "eager_ms")
-        tmed, tmin, tv = res.cells(w, "inductor", TC, "compiled_ms")
-        bmed, bmin, bv = res.cells(w, "inductor", BG, "compiled_ms")
-        ts = res.values(w, "inductor", TC, "speedup")
-        bs = res.values(w, "inductor", BG, "speedup")
+    for w in res.workloads(metric):
+        eager = res.values(w, metric, TC, "eager_ms") + res.values(w, metric, BG, "eager_ms")
+        tmed, tmin, tv = res.cells(w, metric, TC, "compiled_ms")
+        bmed, bmin, bv = res.cells(w, metric, BG, "compiled_ms")
+        ts = res.values(w, metric, TC, "speedup")
+        bs = res.values(w, metric, BG, "speedup")
         rows.append([w, fmt(statistics.median(eager)) if eager else "—", tmed, tmin, bmed, bmin,
                      f"{statistics.median(ts):.2f}x" if ts else "—", f"{statistics.median(bs):.2f}x" if bs else "—",
                      ratio(bv, tv)])
+    return table(header, rows)
+
+
+def scale_growth(res: Results) -> str:
+    """First call (eager backend) at each depth of the GPT-2 scale workloads, and
+    the growth from the shallowest to the deepest, per frontend."""
+    names = sorted((w for w in res.workloads("first_call") if w.startswith("hf_gpt2_L")),
+                   key=lambda w: int(w.rsplit("L", 1)[1]))
+    if len(names) < 2:
+        return ""
+    rows = []
+    meds = {}
+    for fe in (TC, BG):
+        meds[fe] = [_median(res.values(w, "first_call", fe, "first_call_ms")) for w in names]
+    for fe in (TC, BG):
+        m = meds[fe]
+        growth = f"{m[-1] / m[0]:.2f}x" if m[0] and m[-1] else "—"
+        rows.append([LABEL[fe]] + [fmt(v) for v in m] + [growth])
+    header = ["frontend"] + [f"{w.rsplit('L', 1)[1]} layers (ms)" for w in names] + \
+        [f"{names[-1].rsplit('L', 1)[1]} / {names[0].rsplit('L', 1)[1]} layers"]
+    return table(header, rows)
+
+
+def cache_table(res: Results, metric: str) -> str:
+    """Inductor cache hits and misses of each frontend's measured first calls."""
+    rows = []
+    for w in res.workloads(metric):
+        row = [w]
+        for fe in (TC, BG):
+            runs = res.ok_runs(w, metric, fe)
+            hits = sum((r.get("cache") or {}).get("fxgraph_cache_hit", 0) for r in runs)
+            miss = sum((r.get("cache") or {}).get("fxgraph_cache_miss", 0) for r in runs)
+            ahits = sum((r.get("cache") or {}).get("autograd_cache_hit", 0) for r in runs)
+            amiss = sum((r.get("cache") or {}).get("autograd_cache_miss", 0) for r in runs)
+            row += [f"{hits} / {miss}", f"{ahits} / {amiss}"]
+        rows.append(row)
+    header = ["workload", f"{LABEL[TC]} FX graph cache hits / misses", f"{LABEL[TC]} AOTAutograd cache hits / misses",
+              f"{LABEL[BG]} FX graph cache hits / misses", f"{LABEL[BG]} AOTAutograd cache hits / misses"]
     return table(header, rows)
 
 
@@ -267,6 +305,30 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
         ("inductor", 'Steady state with backend="inductor"',
          "Per-call time of the compiled function and speedup over eager (higher speedup is better).",
          lambda: inductor_table(res)),
+        ("inductor_first", 'First call with backend="inductor", cold cache (s)',
+         "A fresh Inductor cache directory per worker, which has seen only a small unrelated function compiled "
+         "first (so Inductor's one-time setup -- precompiled header, compile workers, imports -- is behind both "
+         "frontends); then the workload's first call, wall-clock.",
+         lambda: two_frontend_table(res, "inductor_first", "first_call_ms", scale=1e-3)),
+        ("inductor_first", 'The same first calls in CPU seconds (the process and its compile workers)',
+         "Less sensitive to a loaded machine than wall-clock: user+system time of the worker and of the "
+         "compiler subprocesses Inductor started during the call.",
+         lambda: two_frontend_table(res, "inductor_first", "first_call_cpu_s")),
+        ("inductor_first", 'Steady state after that first Inductor call',
+         "Per-call time of the compiled function and speedup over eager, in the same workers.",
+         lambda: inductor_table(res, "inductor_first")),
+        ("inductor_warm", 'Second-process first call with backend="inductor" (s)',
+         "An `inductor_first` worker of the same frontend filled the cache directory; a second process then "
+         "makes the first call (wall-clock; the frontend and the model are imported and built before the clock "
+         "starts).",
+         lambda: two_frontend_table(res, "inductor_warm", "first_call_ms", scale=1e-3)),
+        ("inductor_warm", "Inductor caches in the second process",
+         "Hits / misses of Inductor's FX graph cache and of the AOTAutograd cache, summed over the repetitions.",
+         lambda: cache_table(res, "inductor_warm")),
+        ("first_call", "Eager first call by depth (GPT-2 from config, d=64)",
+         'The `hf_gpt2_L*` rows of the first table: backend="eager", medians, and the growth from the '
+         "shallowest to the deepest model.",
+         lambda: scale_growth(res)),
         ("memory", "Compiled caches after 100 recompiles",
          "One function called with 100 input shapes (static shapes; torch.compile with dynamic=False and the "
          "recompile limit raised) and a fresh user config object each call; backend is a counting eager backend.",
@@ -274,7 +336,9 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
     ]
     for metric, title, legend, make in sections:
         if res.workloads(metric):
-            parts += ["", f"## {title}", "", legend, "", make()]
+            body = make()
+            if body:
+                parts += ["", f"## {title}", "", legend, "", body]
     if any(res.workloads(m) for m in ("first_call", "cold", "overhead")):
         parts += ["", "## Graphs, breaks and correctness (backend=\"eager\")", "",
                   "Graphs handed to a counting backend and graph breaks reported by the frontend; correct = "

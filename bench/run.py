@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import datetime
 import json
 import os
@@ -49,16 +50,28 @@ QUICK_PLAN = {
 QUICK_REPEAT = 1
 FULL_REPEAT = 3
 
+#: Compile time at scale (issue 17; ``make bench-scale``, also part of the full run)
+SCALE_PLAN = {
+    "first_call": ["hf_gpt2_L4", "hf_gpt2_L16", "hf_gpt2_L48"],
+    "inductor_first": ["mlp", "cnn", "gpt_closures", "hf_gpt2", "hf_gpt2_L12"],
+    "inductor_warm": ["hf_gpt2_L12"],
+}
+
+#: metrics whose workers each get an Inductor cache directory of their own
+PRIVATE_CACHE_METRICS = ("inductor_first", "inductor_warm")
+
 
 def full_plan() -> Dict[str, List[str]]:
-    names = list(W.WORKLOADS)
+    names = [n for n in W.WORKLOADS if not W.WORKLOADS[n].scale]
     return {
-        "first_call": names,
+        "first_call": names + SCALE_PLAN["first_call"],
         # cold starts are dominated by imports and one-time setup: a spread of sizes is enough
         "cold": [n for n in ("pointwise_1", "pointwise_64", "mlp", "gpt_closures", "graph_breaks",
                              "hf_gpt2") if n in W.WORKLOADS],
         "overhead": names,
         "inductor": [n for n in names if W.WORKLOADS[n].inductor],
+        "inductor_first": SCALE_PLAN["inductor_first"],
+        "inductor_warm": SCALE_PLAN["inductor_warm"],
         "memory": [W.MEMORY_WORKLOAD],
     }
 
@@ -91,6 +104,17 @@ def run_worker(workload: str, frontend: str, metric: str, env: Dict[str, str], t
             return result
     tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
     return dict(base, error=f"worker exit {proc.returncode}: {tail[0][:160]}", wall_s=wall)
+
+
+@contextlib.contextmanager
+def _private_cache(env: Dict[str, str], metric: str):
+    """``env``, with an Inductor cache directory of its own for the metrics
+    that measure Inductor's first call (removed afterwards)."""
+    if metric not in PRIVATE_CACHE_METRICS:
+        yield env
+        return
+    with tempfile.TemporaryDirectory(prefix="bytegraph-bench-inductor-own-") as own:
+        yield dict(env, TORCHINDUCTOR_CACHE_DIR=own)
 
 
 def worker_env(cache_dir: str) -> Dict[str, str]:
@@ -177,6 +201,9 @@ def build_jobs(plan: Dict[str, List[str]], workloads: Optional[List[str]], metri
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="torch.compile vs bytegraph side-by-side benchmark")
     p.add_argument("--quick", action="store_true", help="small subset, under 2 minutes")
+    p.add_argument("--scale", action="store_true",
+                   help="compile time at scale only: eager first calls of 4/16/48-layer GPT-2, first calls with "
+                        "Inductor (cold cache and second process) (make bench-scale)")
     p.add_argument("--repeat", type=int, default=None,
                    help=f"fresh-process repetitions per measurement (default {FULL_REPEAT}, quick {QUICK_REPEAT})")
     p.add_argument("--workloads", default=None, help="comma-separated workload names (default: the plan's)")
@@ -211,8 +238,9 @@ def main(argv=None) -> int:
             p.error(f"unknown workload {w!r}; see --list")
 
     if a.output is None:
-        a.output = os.path.join(REPO, "bench", "results-quick.md" if a.quick else "results.md")
-    plan = QUICK_PLAN if a.quick else full_plan()
+        a.output = os.path.join(REPO, "bench", "results-quick.md" if a.quick else
+                                "results-scale.md" if a.scale else "results.md")
+    plan = QUICK_PLAN if a.quick else SCALE_PLAN if a.scale else full_plan()
     if workloads is not None and a.quick:
         # explicit workloads in quick mode: quick metrics over exactly those workloads
         plan = {m: list(workloads) for m in QUICK_PLAN if m != "memory"}
@@ -231,7 +259,7 @@ def main(argv=None) -> int:
     pythons = [sys.executable] + ([a.also_python] if a.also_python else [])
     n_runs = len(jobs) * len(FRONTENDS) * repeat * len(pythons)
     print(f"bench: {len(jobs)} measurements x {len(FRONTENDS)} frontends x {repeat} repeat(s) = {n_runs} worker "
-          f"processes ({'quick' if a.quick else 'full'})", file=sys.stderr)
+          f"processes ({'quick' if a.quick else 'scale' if a.scale else 'full'})", file=sys.stderr)
     if skipped:
         print(f"bench: transformers not installed, skipping {', '.join(skipped)}", file=sys.stderr)
 
@@ -250,9 +278,14 @@ def main(argv=None) -> int:
                 order = FRONTENDS if (r + j) % 2 == 0 else tuple(reversed(FRONTENDS))
                 for k, py in enumerate(pythons if (r + j) % 2 == 0 else reversed(pythons)):
                     for fe in (order if k % 2 == 0 else tuple(reversed(order))):
-                        args = inductor_args if metric == "inductor" else worker_args
-                        res = run_worker(name, fe, metric, env, timeout * (3 if metric == "inductor" else 1), args,
-                                         python=py)
+                        inductor = metric.startswith("inductor")
+                        args = inductor_args if inductor else worker_args
+                        limit = timeout * (3 if inductor else 1)
+                        with _private_cache(env, metric) as wenv:
+                            if metric == "inductor_warm":
+                                # the first process fills the cache; the second is measured
+                                run_worker(name, fe, "inductor_first", wenv, limit, args, python=py)
+                            res = run_worker(name, fe, metric, wenv, limit, args, python=py)
                         res["repeat"] = r
                         res["python_exe"] = py
                         results.append(res)
@@ -269,7 +302,8 @@ def main(argv=None) -> int:
     for py, output, json_path in outputs:
         mine = [res for res in results if res["python_exe"] == py]
         info = describe_machine(mine, rev_at_start, py)
-        info["mode"] = f"{'quick' if a.quick else 'full'}, {repeat} fresh-process repetition(s) per cell"
+        mode = 'quick' if a.quick else 'scale' if a.scale else 'full'
+        info["mode"] = f"{mode}, {repeat} fresh-process repetition(s) per cell"
         if a.also_python:
             info["mode"] += "; workers interleaved with another interpreter's"
         info["wall time"] = f"{elapsed:.0f} s"

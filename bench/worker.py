@@ -21,6 +21,16 @@ Usage::
   spent outside the graphs (the frontend's own cost around them).
 * ``inductor``: steady-state per-call time with backend="inductor" against
   eager, and the speedup.
+* ``inductor_first``: the first call with backend="inductor" in a process
+  whose Inductor cache (``TORCHINDUCTOR_CACHE_DIR``, fresh per worker, set by
+  ``bench/run.py``) has seen only a small unrelated function, compiled first
+  so that both frontends have Inductor's one-time setup (precompiled header,
+  compile workers, imports) behind them; then the steady state as in
+  ``inductor``.
+* ``inductor_warm``: the first call with backend="inductor" in a second
+  process, after an ``inductor_first`` worker of the same frontend filled the
+  cache directory: Inductor's FX graph cache and AOTAutograd cache hit when
+  the frontend's graphs are the same across processes.
 * ``memory``: 100 recompiles of one function (100 input shapes), tracemalloc
   and RSS growth of the caches, and weakref checks that dropped user objects
   are not kept alive (workload name ``recompile_100``).
@@ -47,7 +57,7 @@ from typing import Any, Dict, List, Tuple
 
 MARKER = "BENCH_JSON:"
 FRONTENDS = ("torch", "bytegraph")
-METRICS = ("first_call", "cold", "overhead", "inductor", "memory")
+METRICS = ("first_call", "cold", "overhead", "inductor", "inductor_first", "inductor_warm", "memory")
 
 # Same threading for both frontends, before torch is imported.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -404,6 +414,61 @@ def measure_inductor(fe, case: W.Case, batches: int, batch_ms: float) -> Dict[st
     return out
 
 
+def warm_up_inductor(fe) -> None:
+    """Compile and run a small unrelated function with Inductor, then forget it."""
+    def unrelated(a, b):
+        return torch.cos(a) * b + 1.0
+
+    compiled = fe.compile(unrelated, "inductor")
+    compiled(torch.randn(4), torch.randn(4))
+    del compiled
+    fe.reset()
+    gc.collect()
+
+
+def inductor_cache_counters() -> Dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd cache hits and misses so far."""
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:
+        return {}
+    out = {}
+    for group, names in (("inductor", ("fxgraph_cache_hit", "fxgraph_cache_miss")),
+                         ("aot_autograd", ("autograd_cache_hit", "autograd_cache_miss"))):
+        for name in names:
+            out[name] = int(counters[group][name])
+    return out
+
+
+def measure_inductor_first(fe, case: W.Case, batches: int, batch_ms: float, warm: bool) -> Dict[str, Any]:
+    import resource
+
+    def cpu_s() -> float:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    expected = call(case.fn, case)
+    if not warm:
+        warm_up_inductor(fe)
+    before = inductor_cache_counters()
+    gc.collect()
+    c0 = cpu_s()
+    t0 = now_ns()
+    compiled = fe.compile(case.fn, "inductor")
+    result = call(compiled, case)
+    first_ms = (now_ns() - t0) / 1e6
+    cpu = cpu_s() - c0
+    after = inductor_cache_counters()
+    out = {"first_call_ms": first_ms, "first_call_cpu_s": cpu, "graphs": fe.graphs_compiled(), "breaks": fe.breaks(),
+           "cache": {k: after.get(k, 0) - before.get(k, 0) for k in after}}
+    out.update(fe.extra())
+    out.update(check(expected, result, INDUCTOR_RTOL, INDUCTOR_ATOL))
+    if not warm:
+        eager_ns, compiled_ns, n = interleaved_per_call(case.fn, compiled, case, batches, batch_ms)
+        out.update(eager_ms=eager_ns / 1e6, compiled_ms=compiled_ns / 1e6, speedup=eager_ns / compiled_ns,
+                   calls_per_batch=n, batches=batches)
+    return out
+
+
 def _make_recompile_target():
     """A fresh closure (over a fresh tensor) so we can drop both and check they die."""
     bias = torch.full((1,), 0.25)
@@ -489,6 +554,8 @@ def run(workload: str, frontend: str, metric: str, batches: int, batch_ms: float
         return measure_overhead(fe, case, batches, batch_ms)
     if metric == "inductor":
         return measure_inductor(fe, case, batches, batch_ms)
+    if metric in ("inductor_first", "inductor_warm"):
+        return measure_inductor_first(fe, case, batches, batch_ms, warm=metric == "inductor_warm")
     raise ValueError(f"unknown metric {metric!r}")
 
 

@@ -55,6 +55,8 @@ class Workload:
     needs_transformers: bool = False
     #: large enough for an inductor speedup to mean something
     inductor: bool = False
+    #: part of the compile-time-at-scale plan (``make bench-scale``, issue 17)
+    scale: bool = False
 
     def build(self) -> Case:
         torch.manual_seed(0)
@@ -312,6 +314,21 @@ def _hf_gpt2() -> Case:
     tf = _hf()
     config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=64, n_layer=2, n_head=4, use_cache=False)
     return Case(tf.GPT2Model(config), (_token_ids(),))
+
+
+def _gpt2_layers(layers: int) -> Callable[[], Case]:
+    def build() -> Case:
+        tf = _hf()
+        config = tf.GPT2Config(vocab_size=1000, n_positions=128, n_embd=64, n_layer=layers, n_head=4,
+                               use_cache=False)
+        return Case(tf.GPT2Model(config), (_token_ids(),))
+    return build
+
+
+for _layers in (4, 12, 16, 48):
+    _register(f"hf_gpt2_L{_layers}", _gpt2_layers(_layers),
+              f"transformers GPT2Model: {_layers} layers, d=64, 4 heads; 2x32 tokens (compile time at scale)",
+              needs_transformers=True, scale=True)
 
 
 @workload("hf_bert", "transformers BertModel: 2 layers, d=64, 4 heads; 2x32 tokens + attention mask",

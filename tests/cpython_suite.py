@@ -99,6 +99,8 @@ UNTESTABLE: Dict[str, str] = {
 
 #: Seconds one test method may take compiled before it counts as broken.
 TEST_SECONDS = 60
+#: The slowest tests (compiled, compile time included) each module reports.
+SLOWEST_PER_MODULE = 3
 #: Seconds one module may take in all (the issue's limit is 3 minutes).
 MODULE_SECONDS = 180
 
@@ -168,6 +170,8 @@ def run_module(modname: str, *, package: str = "test", test_seconds: int = TEST_
     tests = list(_iter_tests(unittest.TestLoader().loadTestsFromModule(mod)))
     out = {"module": modname, "eager": 0, "compiled": 0, "clean": 0, "skipped_untestable": 0,
            "broken": [], "fallbacks": [], "errors": {}}
+    #: (seconds compiled, test) of each test run compiled: compile time included
+    timed: List[tuple] = []
     for test in tests:
         tid = test.id()
         if not tid.startswith(package + "."):
@@ -190,7 +194,9 @@ def run_module(modname: str, *, package: str = "test", test_seconds: int = TEST_
         compiled_before = STATS.frames_compiled
         try:
             setattr(test, test._testMethodName, types.MethodType(bytegraph.compile(func, backend="eager"), test))
+            began = time.perf_counter()
             result = _run_quietly(test, test_seconds)
+            timed.append((round(time.perf_counter() - began, 2), short))
         finally:
             config.force_transform, config.raise_on_error = saved
             with contextlib.suppress(AttributeError):
@@ -208,6 +214,7 @@ def run_module(modname: str, *, package: str = "test", test_seconds: int = TEST_
     bytegraph.reset()
     diagnostics.remove_listener(on_event)
     out["fallback_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+    out["slowest"] = sorted(timed, reverse=True)[:SLOWEST_PER_MODULE]
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
 
@@ -271,8 +278,10 @@ def run_all(modules: List[str], *, jobs: int = 2, package: str = "test",
 
 def _line(res: dict) -> str:
     flag = res.get("failed") or (f"{len(res['broken'])} broken" if res["broken"] else "ok")
+    slowest = res.get("slowest") or []
+    worst = f"  slowest {slowest[0][1].rsplit('.', 1)[-1]} {slowest[0][0]:.2f} s" if slowest else ""
     return (f"{res['module']:<28} eager {res['eager']:>4}  compiled {res['compiled']:>4}  "
-            f"clean {res['clean']:>4}  broken {len(res['broken']):>3}  {res['seconds']:>6.1f} s  {flag}")
+            f"clean {res['clean']:>4}  broken {len(res['broken']):>3}  {res['seconds']:>6.1f} s  {flag}{worst}")
 
 
 def main(argv=None) -> int:
@@ -303,6 +312,10 @@ def main(argv=None) -> int:
             print(f"BROKEN {b}")
             if args.verbose:
                 print("    " + r["errors"].get(b, "").strip().replace("\n", "\n    "))
+    slowest = sorted((tuple(t) for r in results for t in r.get("slowest", [])), reverse=True)[:5]
+    if slowest:
+        print("slowest tests compiled (compile time included): " +
+              ", ".join(f"{name} {seconds:.2f} s" for seconds, name in slowest))
     for m in failed:
         print(f"FAILED {m}: {next(r for r in results if r['module'] == m)['failed'][:500]}")
     if args.json:

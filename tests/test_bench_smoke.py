@@ -68,3 +68,29 @@ def test_compare_flags_only_ratios_that_got_worse(tmp_path):
     text, beyond = compare(base, new, 0.10)
     assert beyond == ["worse first call, warm (ms)"]
     assert "| same |" in text and "| ok |" in text and "| better |" in text and "WORSE" in text
+
+
+def test_scale_tables_render():
+    """The compile-time-at-scale tables (make bench-scale) from hand-made worker results."""
+    sys.path.insert(0, REPO)
+    from bench.report import render
+    results = []
+    for fe, scale in (("torch", 1.0), ("bytegraph", 0.25)):
+        for layers, ms in ((4, 100.0), (48, 900.0)):
+            results.append({"workload": f"hf_gpt2_L{layers}", "metric": "first_call", "frontend": fe, "ok": True,
+                            "first_call_ms": ms * scale * (1 if fe == "torch" else layers ** -0.5), "graphs": 1,
+                            "breaks": 0, "correct": True})
+        results.append({"workload": "hf_gpt2_L12", "metric": "inductor_first", "frontend": fe, "ok": True,
+                        "first_call_ms": 20000 * scale, "first_call_cpu_s": 30 * scale, "compiled_ms": 2.0,
+                        "eager_ms": 4.0, "speedup": 2.0, "correct": True})
+        results.append({"workload": "hf_gpt2_L12", "metric": "inductor_warm", "frontend": fe, "ok": True,
+                        "first_call_ms": 4000 * scale, "correct": True,
+                        "cache": {"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 0, "autograd_cache_hit": 1,
+                                  "autograd_cache_miss": 0}})
+    text = render(results, {"mode": "scale"})
+    assert "## First call with backend=\"inductor\", cold cache (s)" in text
+    assert "| hf_gpt2_L12 | 20 | 20 | 5 | 5 | 0.25 |" in text
+    assert "## Second-process first call" in text and "| hf_gpt2_L12 | 1 / 0 | 1 / 0 | 1 / 0 | 1 / 0 |" in text
+    assert "| frontend | 4 layers (ms) | 48 layers (ms) | 48 / 4 layers |" in text
+    growth = [ln for ln in text.splitlines() if ln.startswith("| bytegraph | ")]
+    assert growth and growth[-1].endswith("| 2.60x |"), growth

@@ -49,6 +49,10 @@ def test_counts_eager_passes_and_transformed_runs(fake_package):
     assert res["eager"] == 2                      # the failing and the skipped test do not count
     assert res["compiled"] == 2 and res["broken"] == []
     assert res["clean"] == 2                      # transformed, no frame ran eagerly
+    # the slowest compiled tests, slowest first (compile time included)
+    assert [name for _, name in res["slowest"]] and all(s >= 0 for s, _ in res["slowest"])
+    assert {name for _, name in res["slowest"]} == {"test_fake.T.test_pass", "test_fake.T.test_other"}
+    assert "slowest" in suite._line(res)
 
 
 def test_a_test_failing_only_compiled_is_broken(fake_package, monkeypatch):

@@ -11,7 +11,7 @@ Example::
 """
 
 from . import config, logs, native, torch_switches, tracefile
-from .api import ExplainReport, compile, compile_module, explain, reset, stats
+from .api import ExplainReport, FrameReport, compile, compile_module, explain, reset, stats
 from .decorators import allow_in_graph, disable, graph_break, is_compiling, set_stance
 from .dropin import use_for_torch_compile
 from .show import show
@@ -21,6 +21,7 @@ from .errors import (BackendError, BreakRecord, BytegraphError, GraphBreakError,
 
 __all__ = [
     "compile", "compile_module", "explain", "reset", "stats", "graph_break", "config", "ExplainReport",
+    "FrameReport",
     "disable", "allow_in_graph", "is_compiling", "set_stance", "RecompileError", "use_for_torch_compile", "show",
     "mark_dynamic", "mark_static", "native", "logs", "tracefile",
     "BytegraphError", "GraphBreakError", "Unsupported", "BackendError", "InternalError", "InvalidArgument",

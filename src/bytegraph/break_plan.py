@@ -58,7 +58,7 @@ def plan_break(exc: Unsupported) -> BreakPlan:
     delegated = False
     while True:
         origin = origin_of(frame.code)
-        if origin is not None and index < origin.offset and frame.parent is None:
+        if origin is not None and index < origin.prologue and frame.parent is None:
             raise exc  # inside bytegraph's own prologue: splitting there would only recurse
         if frame.parent is None and super_needs_own_frame(frame.code):
             raise exc  # no generated function can continue it: the frame runs eagerly

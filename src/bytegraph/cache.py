@@ -245,7 +245,7 @@ class FrameCache:
         # before the last guarded objects die)
         entry.guard.on_dead(lambda ref=weakref.ref(self), e=entry, drop=_drop_entry: drop(ref, e))
         if entry.transformed:
-            self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs)[1])
+            self._policy.learn(entry.observed_shapes, entry.guard.observed(args, kwargs, ints_only=True)[1])
         if entry.raises:
             STATS.eager_fallbacks += 1
             log("graph_breaks", "%s raises for these inputs; the entry runs it natively", fn.__qualname__)

@@ -27,7 +27,7 @@ from .diagnostics import STATS, emit
 from .logs import enabled, log
 from .gc_defer import full_collections_deferred
 from .values.base import reachable
-from .errors import Unsupported, UserException
+from .errors import BackendError, Unsupported, UserException
 from .guard_compiler import CompiledGuard, compile_guards
 from .guards import IDENTITY_KINDS, Guard, storages_disjoint
 from .tracer import Trace
@@ -48,7 +48,7 @@ class CacheEntry:
     """
 
     __slots__ = ("guard", "fn", "code", "graphs", "graph_count", "compile_seconds", "transformed", "breaks",
-                 "observed_shapes", "raises", "phases", "function")
+                 "observed_shapes", "raises", "phases", "function", "traces", "trace_steps")
 
     def __init__(self, guard: CompiledGuard, fn: Callable, graphs: List[torch.fx.GraphModule], seconds: float,
                  transformed: bool = True, breaks: int = 0):
@@ -65,6 +65,10 @@ class CacheEntry:
         self.raises = False
         #: seconds per phase of the compile: trace, backend, guards, codegen
         self.phases: Dict[str, float] = {"trace": seconds}
+        #: symbolic executions of the frame this compile ran (the first, and
+        #: each restart at a graph break), and the instructions they ran in all
+        self.traces = 1
+        self.trace_steps = 0
         #: the compiled function (qualified name, file, first line), for reports
         code = fn.__code__
         self.function = (code.co_qualname, code.co_filename, code.co_firstlineno)
@@ -119,8 +123,11 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
     mark = len(Trace.made)
     try:
         with full_collections_deferred(), _FAKE_KERNEL_ERRORS_MUTED:
-            return _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
-                                  policy)
+            entry = _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_param, runner_for,
+                                   policy)
+        mine = [t for t in Trace.made[mark:] if t.fn is fn]
+        entry.traces, entry.trace_steps = len(mine), sum(t.steps for t in mine)
+        return entry
     finally:
         template_refs = [r for trace in Trace.made[mark:] for r in trace.side_effects.template_refs]
         for trace in Trace.made[mark:]:
@@ -137,11 +144,17 @@ def _collect_templates(refs) -> None:
     they are listed by their bases' ``__subclasses__()``, which the program
     may ask natively next.  They are young: a collection of the young
     generations frees them, and only one that survived into the oldest
-    generation (a collection ran during the compile) costs a full one.
+    generation (a collection ran during the compile) costs a full one --
+    and only if it has a base other than ``object``: ``object.__subclasses__()``
+    lists every class of the process, a local class eager drops lingers
+    there until a collection too, and a full collection per compile (~0.1 s
+    with torch loaded) made class-heavy frames (CPython's test_dataclasses)
+    cost seconds.
     """
     import gc
     gc.collect(1)
-    if any(r() is not None for r in refs):
+    alive = [t for t in (r() for r in refs) if t is not None]
+    if any(base is not object for t in alive for base in t.__bases__):
         gc.collect()
 
 
@@ -284,8 +297,8 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             compiled = gm.forward
         else:
             backend_start = time.perf_counter()
-            compiled = compile_graph(backend_name, backend, gm, example_inputs,
-                                     graph.fake_mode if real_inputs else None)
+            compiled = _compile_with_blocks(backend_name, backend, gm, example_inputs,
+                                            graph.fake_mode if real_inputs else None)
             backend_seconds = time.perf_counter() - backend_start
             graphs.append(gm)
             STATS.graphs += 1
@@ -344,6 +357,26 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
+
+
+def _compile_with_blocks(backend_name, backend, gm, example_inputs, fake_mode):
+    """The backend's compile of ``gm``; a graph with block calls (layer
+    reuse) is lowered for the backend first, and if the backend rejects
+    the lowered form, compiled again with plain calls of the blocks' code."""
+    from .block_graphs import has_blocks, lower_for_backend
+    if not has_blocks(gm):
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
+    lowered = lower_for_backend(gm, backend_name)
+    if lowered is gm:
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
+    try:
+        return compile_graph(backend_name, backend, lowered, example_inputs, fake_mode)
+    except BackendError as e:
+        if config.raise_on_error:
+            raise
+        log("layer_reuse", "%s rejected the blocks as invoke_subgraph (%s); compiling their code inline",
+            backend_name, e)
+        return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
 
 
 def _without_call_closure(fn: types.FunctionType) -> types.FunctionType:

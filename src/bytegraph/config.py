@@ -43,6 +43,46 @@ max_generator_items: int = 100_000
 #: the frame breaks there (the loop body is outlined or runs eagerly).
 max_trace_steps: int = 300_000
 
+#: Seconds one trace may run symbolic execution (checked every 256th
+#: instructions).  Past it the frame breaks at that instruction (break kind
+#: ``trace_budget``, logged under ``graph_breaks``): the graph so far is
+#: compiled and the rest of the frame continues in a continuation, compiled
+#: in turn with a budget of its own; where no break is possible the frame runs
+#: eagerly.  A retrace to a planned break is not timed (it stops at the same
+#: instruction), so the result does not depend on the machine's speed once
+#: the first trace chose the point.  ``max_trace_steps`` is the same budget in
+#: instructions.
+trace_budget_seconds: float = 30.0
+
+#: Repeated layers compiled once (``bytegraph/layer_reuse.py``): the first
+#: call of a block (an item of a ModuleList or Sequential with at least
+#: ``reuse_min_layers`` siblings of the same class and parameter shapes) is
+#: traced and cut out into a subgraph; each sibling whose guards match is
+#: one call of that subgraph with its own parameters, not traced again.
+#: Where it is not safe (side effects, random numbers, a different
+#: attribute, hook or training flag...) the block is traced as usual and the
+#: reason is logged (``layer_reuse``).  Off: every block is traced.
+reuse_blocks: bool = True
+
+#: Siblings of one structure a container must hold before its blocks are
+#: reused (fewer: the graph stays whole; the saved tracing is small).
+reuse_min_layers: int = 4
+
+#: Recorded variants of one block structure in one trace (a variant per
+#: argument shape, dtype, requires_grad or constant: the first layer's input
+#: often differs from the others'); calls matching none are traced.
+reuse_max_variants: int = 4
+
+#: Operations a block's trace must record to be reused (smaller blocks
+#: would only split the backend's fusion).
+reuse_min_ops: int = 16
+
+#: With ``aot_eager`` and ``inductor``, block calls reach the backend as
+#: torch's ``invoke_subgraph`` on one shared subgraph, which AOTAutograd
+#: traces once and Inductor compiles once.  Off (or with another backend):
+#: a plain call of the subgraph's code, traced through by the backend.
+reuse_blocks_invoke_subgraph: bool = True
+
 #: After a graph break inside inlined calls, hand each inner frame's
 #: continuation to its caller's continuation as a callable that the caller's
 #: call instruction runs (:class:`bytegraph.resume.Continuation`).  Compiling

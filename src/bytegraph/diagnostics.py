@@ -31,6 +31,7 @@ class Stats:
     eager_fallbacks: int = 0      # frames run eagerly because they could not be captured
     cache_hits: int = 0
     cache_misses: int = 0
+    layers_reused: int = 0        # block calls served by a block traced earlier in the same trace
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

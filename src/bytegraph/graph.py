@@ -124,9 +124,17 @@ class OutputGraph:
         node.meta["source"] = source.name()
         return node
 
-    def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=()):
-        """Lift ``real`` (read from ``source``) as a graph input; ``dynamic_dims`` get symbolic sizes."""
-        if dynamic_dims:
+    def add_input(self, real: torch.Tensor, source: Source, make_value, dynamic_dims=(), plain: bool = False):
+        """Lift ``real`` (read from ``source``) as a graph input; ``dynamic_dims`` get symbolic sizes.
+
+        ``plain``: ``real`` owns its whole storage (no view, no offset), so
+        its fake is a new tensor of its metadata, which costs a tenth of a
+        full conversion (a repeated block's parameters, see block_graphs)."""
+        if plain and not dynamic_dims and _owns_storage(real):
+            with self.fake_mode:
+                fake = torch.empty_strided(tuple(real.shape), tuple(real.stride()), dtype=real.dtype,
+                                           device=real.device, requires_grad=real.requires_grad)
+        elif dynamic_dims:
             from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
 
             from .dynamic import SymbolSource
@@ -196,6 +204,13 @@ class OutputGraph:
         if real:
             return [i.real_example() for i in self.inputs]
         return [i.fake for i in self.inputs]
+
+
+def _owns_storage(t: torch.Tensor) -> bool:
+    """``t`` is a plain strided tensor that is its storage's only view."""
+    return type(t) in (torch.Tensor, torch.nn.Parameter) and t.layout == torch.strided and t._base is None \
+        and t.storage_offset() == 0 and not t.is_inference() and not t.is_conj() and not t.is_neg() \
+        and t.untyped_storage().nbytes() == t.numel() * t.element_size() and t.is_contiguous()
 
 
 #: graph calls that switch process-wide state (grad mode, autocast): kept even

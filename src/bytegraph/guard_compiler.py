@@ -103,11 +103,12 @@ class CompiledGuard:
             env["___cells"] = self._signature_fn.__closure__ or ()
         return env
 
-    def observed(self, args, kwargs):
+    def observed(self, args, kwargs, ints_only: bool = False):
         """Shapes of the guarded tensors and values of the guarded root ints for a call
-        (what automatic dynamic compares between calls).  Slow path."""
+        (what automatic dynamic compares between calls).  Slow path; ``ints_only``
+        reads only the lines the ints need (the shapes come back empty)."""
         shapes, ints = {}, {}
-        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if g.kind == "TENSOR_MATCH" or (
+        wanted = [k for k, (_, _, g, _) in enumerate(self._lines) if (g.kind == "TENSOR_MATCH" and not ints_only) or (
             g.kind in ("CONSTANT_MATCH", "TYPE_MATCH") and _argument_source(g.source))]
         if not wanted:
             return shapes, ints  # (no line to read: skip evaluating every guard's setup)
@@ -244,6 +245,8 @@ def _read_lines(lines, env):
         yield guard, value_var
 
 def _actual(guard: Guard, value) -> str:
+    if guard.kind == "BLOCK_MATCH":
+        return f" ({guard.expected.why_not(value)})"
     if guard.kind not in ("CONSTANT_MATCH", "TYPE_MATCH", "TENSOR_MATCH", "LEN_MATCH", "ID_MATCH",
                           "FUNCTION_MATCH"):
         return ""
@@ -668,6 +671,9 @@ def _condition(g: Guard, expr_of, setup, bind, weak=None, native=None) -> str:
         return f"{head} and {e}.dim() == {len(shape)} {'and ' + dims if dims else ''} {tail}"
     if k == "ALIAS":
         return f"{e} is {expr_of(g.others[0], setup)}"
+    if k == "BLOCK_MATCH":
+        # a repeated block (layer_reuse.py): its recorded conditions, compiled once for every layer
+        return f"{bind(g.expected.matches)}({e})"
     if k == "LRU_CACHED":
         from .values.lru_cache import lru_guard_holds
         pos, kw, result = g.expected

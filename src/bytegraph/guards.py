@@ -49,6 +49,7 @@ _PRIORITY = {
     "NOT_IN_GLOBALS": 7,
     "LRU_CACHED": 7,
     "LRU_UNCACHED": 7,
+    "BLOCK_MATCH": 7,
     "GRAD_MODE": 8,
     "AUTOCAST": 8,
     "DEFAULT_DTYPE": 8,
@@ -173,6 +174,8 @@ class Guard:
             category, text, module, lineno, _ = e
             return (f"warnings.warn({text!r}, {category.__name__}) from {module}:{lineno} is no error and shown "
                     "without program code")
+        if k == "BLOCK_MATCH":
+            return f"{src} matches {e.identifier} as traced ({e.count} conditions: attributes, flags, hooks, shapes)"
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":

@@ -39,6 +39,7 @@ FAMILIES: Dict[str, str] = {
     "graph_code": "each captured graph as Python code",
     "bytecode": "each transformed function's bytecode",
     "errors": "internal errors that made a frame run eagerly",
+    "layer_reuse": "repeated blocks: each one recorded and reused, and why a block was traced as usual",
 }
 
 #: other spellings accepted by BYTEGRAPH_LOGS / set_logs

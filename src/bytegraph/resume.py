@@ -49,11 +49,13 @@ class Origin:
     """Where a generated code object's instructions come from."""
 
     base: types.CodeType   # the base code (never itself a resume function)
-    offset: int            # index in the generated code of base instruction 0
+    offset: int            # generated index minus base index, for the base's instructions the code holds
     kind: str              # "resume" or "loop_body"
     loop_exits: Tuple[int, ...] = ()   # loop bodies: base index of each exit
     #: ``(start, end)`` of the prologue block that unpacks the state dict
     state_block: Optional[Tuple[int, int]] = None
+    #: instructions of bytegraph's own prologue (the base's code follows them)
+    prologue: int = 0
 
 
 _ORIGINS: Dict[types.CodeType, Origin] = {}
@@ -202,9 +204,18 @@ _FAST_OPS = frozenset({"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHEC
 class _Builder:
     """Shared mechanics: copy the base, add a prologue, assemble."""
 
-    def __init__(self, base: types.CodeType):
+    def __init__(self, base: types.CodeType, start: int = 0, keep=None):
         self.base = base
-        self.body = copy_instrs(decode(base))
+        #: the base's instructions from ``start`` on (a resume function holds only
+        #: what can run after its resume point); ``keep``: the indexes that can
+        #: run, others become NOPs
+        self.first = start
+        self.body = copy_instrs(decode(base)[start:])
+        if keep is not None:
+            for k, ins in enumerate(self.body, start):
+                if k not in keep:
+                    ins.opname, ins.argval, ins.arg, ins.target, ins.exn = "NOP", None, None, None, None
+                    ins.opcode = SPEC.default_opcode["NOP"]
         for ins in self.body:
             if ins.opname in ("MAKE_CELL", "COPY_FREE_VARS", "RESUME"):
                 ins.opname, ins.argval, ins.arg = "NOP", None, None
@@ -241,9 +252,9 @@ class _Builder:
         own = set(self.base.co_cellvars)
         if not own:
             return
-        depths = stack_depths(decode(self.base))
+        depths = _depths_of(self.base)
         from .bytecode import ExnEntry
-        for k, ins in enumerate(self.body):
+        for k, ins in enumerate(self.body, self.first):
             if ins.opname not in ("LOAD_DEREF", "DELETE_DEREF") or ins.argval not in own or depths[k] < 0:
                 continue
             pos = ins.positions
@@ -341,7 +352,8 @@ class _Builder:
                         co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=flags, co_name=base.co_name, co_qualname=f"{base.co_qualname}.<{name}>")
         block = (self.state_start, self.state_end) if self.state_start is not None else None
-        _ORIGINS[code] = Origin(base, len(self.prologue), origin_kind, tuple(loop_exits), block)
+        _ORIGINS[code] = Origin(base, len(self.prologue) - self.first, origin_kind, tuple(loop_exits), block,
+                                len(self.prologue))
         return code
 
 
@@ -369,7 +381,8 @@ def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    b = _Builder(base)
+    start, keep = _runnable_from(base, base_index)
+    b = _Builder(base, start, keep)
     b.own_cells_stay_local()
     stack_names = [None if is_null or i in exc_slots else f"___bg_s{i}" for i, is_null in enumerate(null_mask)]
     b.params = [n for n in stack_names if n is not None]
@@ -381,10 +394,38 @@ def resume_code(code: types.CodeType, index: int, null_mask: Tuple[bool, ...],
     else:
         b.params.extend(local_names)
     b.push_stack(null_mask, stack_names, exc_slots)
-    b.emit("JUMP", target=b.body[base_index])
+    b.emit("JUMP", target=b.body[base_index - start])
     out = b.assemble(f"resume_at_{base_index}", "resume")
     _CACHE[key] = out
     return out
+
+
+_DEPTHS: Dict[types.CodeType, list] = {}
+
+
+def _depths_of(code: types.CodeType) -> list:
+    """``stack_depths`` of ``code``'s instructions (per code: every resume
+    function made from it asks again)."""
+    hit = _DEPTHS.get(code)
+    if hit is None:
+        if len(_DEPTHS) > 1024:
+            _DEPTHS.clear()
+        hit = _DEPTHS[code] = stack_depths(decode(code))
+    return hit
+
+
+def _runnable_from(base: types.CodeType, index: int):
+    """``(start, keep)``: the first instruction a resume function at ``index``
+    of ``base`` needs, and the indexes it can reach (jumps, fall-through and
+    exception handlers).  Resuming never runs what comes before in straight
+    code, so a frame with N breaks does not copy (and decode, analyse,
+    assemble) its whole code N times: each resume function holds the part
+    of the code that can still run."""
+    from .bytecode.analysis import _reachable
+    instrs = decode(base)
+    keep = _reachable(instrs, {id(ins): k for k, ins in enumerate(instrs)}, index, True)
+    start = min(keep)
+    return start, keep
 
 
 # --------------------------------------------------------------------------

@@ -60,6 +60,9 @@ class SideEffects:
         self.template_refs: list = []
         #: warnings.warn calls captured (see values/warnings_calls.py): what their guard checks
         self.warn_guards: List[tuple] = []
+        #: counts every effect recorded (see :meth:`_effect`): a repeated block
+        #: is reused only while no effect happened since it was recorded
+        self.version = 0
         #: while code is traced only to check it (an autograd Function's
         #: forward), every value it mutates or sets an attribute on, with a
         #: source or not (see autograd_function._Sandbox)
@@ -112,6 +115,8 @@ class SideEffects:
     # -- mutations -------------------------------------------------------------
     def mutate(self, value: Value) -> None:
         """Note that ``value``'s state changes; only pre-existing objects need replay."""
+        if value.source is not None:
+            self.version += 1
         if self.watch is not None:
             self.watch.append(value)
         self._check_replayable(value)
@@ -123,6 +128,7 @@ class SideEffects:
         """``generic``: the write is ``object.__setattr__``'s (or
         ``__delattr__``'s) under a class hook the trace already ran; it is
         replayed as that call, so the hook does not run twice."""
+        self.version += 1
         if self.watch is not None:
             self.watch.append(obj)
         self._check_replayable(obj)
@@ -139,6 +145,7 @@ class SideEffects:
     def forget_attr(self, obj: Value, name: str) -> None:
         """Drop a pending write whose net effect is none (set, then deleted,
         an attribute the object did not have)."""
+        self.version += 1
         writes = self.attr_writes.get(obj)
         if writes is not None and name in writes:
             del writes[name]
@@ -158,6 +165,7 @@ class SideEffects:
 
     def store_class_attr(self, cls, name: str, value: Value) -> None:
         """``cls.name = value`` (or ``DELETED``), replayed as a ``STORE_ATTR``/``DELETE_ATTR`` on the class."""
+        self.version += 1
         self.class_dirty.setdefault(id(cls), set()).add(name)
         self.store_attr(self._class_value(cls), name, value)
 
@@ -168,6 +176,7 @@ class SideEffects:
     def forget_class_attr(self, cls, name: str) -> None:
         """Set in this call, then deleted, a name the class did not have: the
         class is as it was (its real dict is right again for every reader)."""
+        self.version += 1
         known = self._class_values.get(id(cls))
         if known is not None:
             self.forget_attr(known, name)
@@ -190,6 +199,7 @@ class SideEffects:
         return any(key[0] == id(f_globals) for key in self.global_writes)
 
     def store_global(self, f_globals: dict, name: str, value: Value) -> None:
+        self.version += 1
         self.global_writes[(id(f_globals), name)] = (f_globals, name, value)
         self.order[("global", id(f_globals), name)] = None
         self.globals_made_absent.discard((id(f_globals), name))
@@ -200,6 +210,7 @@ class SideEffects:
         One this call set first may not have existed before it: the net
         effect is "absent whatever it was", replayed as ``pop(name, None)``,
         not as a ``del`` that raises where Python did not."""
+        self.version += 1
         from .values.objects import DELETED
         set_here = self.pending_global(f_globals, name) is not None
         self.store_global(f_globals, name, DELETED)
@@ -216,6 +227,7 @@ class SideEffects:
         The hook function is live (C8): it and the cells it closes over are
         rebuilt even if nothing else reaches them.
         """
+        self.version += 1
         from .values.objects import HookHandleValue
         handle = HookHandleValue()
         self.tensor_hooks.append((tensor, hook, handle))
@@ -237,6 +249,7 @@ class SideEffects:
         Only for calls whose effect nothing in the trace can observe (e.g.
         ``traceback.clear_frames`` of a traceback from native code: it clears
         the locals of frames that have finished)."""
+        self.version += 1
         self.order[("call", len(self.deferred_calls))] = None
         self.deferred_calls.append((fn, list(args)))
 

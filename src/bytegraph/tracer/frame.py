@@ -325,6 +325,8 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                 handler = long_loop if callable(long_loop) else _long_loop
             elif trace.steps >= config.max_trace_steps:
                 handler = _too_long
+            elif trace.steps & 255 == 255 and trace.over_budget():
+                handler = _over_budget
             trace.steps += 1
             try:
                 handler(self, ins)
@@ -407,6 +409,13 @@ def _native_loop(frame, ins):
 def _too_long(frame, ins):
     raise Unsupported(f"the trace ran {config.max_trace_steps} instructions", kind="trace_too_long",
                       hint="a loop over many known items unrolls; config.max_trace_steps sets the limit")
+
+
+def _over_budget(frame, ins):
+    raise Unsupported(f"the trace ran longer than its budget ({config.trace_budget_seconds:g} s, "
+                      f"{frame.trace.steps} instructions)", kind="trace_budget",
+                      hint="the rest of the frame runs in a continuation; config.trace_budget_seconds sets the "
+                           "budget")
 
 
 def _raise_pending(frame, ins):

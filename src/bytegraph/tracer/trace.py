@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import time
 import types
 from typing import Dict, Optional
 
 import torch
 
+from .. import config
 from ..errors import Unsupported
 from ..graph import OutputGraph
 from ..guard_compiler import code_signature
@@ -73,6 +75,17 @@ class Trace:
         self.raise_steps: Dict[int, tuple] = {}
         #: generator objects made in the trace (GeneratorValue)
         self.generators: list = []
+        #: repeated blocks traced once in this trace (layer_reuse.py)
+        from ..layer_reuse import BlockReuse
+        self.blocks = BlockReuse(self) if config.reuse_blocks else None
+        #: when this trace's time budget ends (config.trace_budget_seconds)
+        self.deadline = time.perf_counter() + config.trace_budget_seconds
+
+    def over_budget(self) -> bool:
+        """Whether the trace ran past its time budget.  A retrace to a planned
+        break (``stop_step``) has none: it must reach the step the first
+        trace stopped at, whatever the clock says."""
+        return self.stop_step < 0 and time.perf_counter() > self.deadline
 
     def wrap(self, frame, obj, source) -> Value:
         return builder.wrap(frame, obj, source)
@@ -133,6 +146,7 @@ class Trace:
             frame.exc_depths.clear()
             frame.return_value = None
         self.frames = []
+        self.blocks = None
         self.root = self.stopped_frame = None
         self.open_contexts = []
 

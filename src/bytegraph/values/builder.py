@@ -685,7 +685,7 @@ def _bound_constant_method(method):
     return handler
 
 
-def wrap_parameter(tx, obj: torch.Tensor, source):
+def wrap_parameter(tx, obj: torch.Tensor, source, plain: bool = False):
     """A parameter or buffer read from a module's dicts.
 
     The module is identity-guarded and parameters are updated in place: an
@@ -708,7 +708,7 @@ def wrap_parameter(tx, obj: torch.Tensor, source):
     # ``requires_grad_(False)`` (freezing), and ``model.double()``/``.to()``,
     # which assign each parameter's ``.data`` (dtype, shape, device, strides)
     tx.guards.add(Guard.tensor(source, obj))
-    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source))
+    return graph.add_input(obj, source, lambda node, fake: TensorValue(node, fake, type(obj), source), plain=plain)
 
 
 def _wrap_tensor(tx, obj: torch.Tensor, source):

@@ -86,6 +86,13 @@ class NNModuleValue(UserObjectValue):
         tx.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs):
+        blocks = tx.trace.blocks
+        if blocks is not None:
+            # a repeated block is traced once and its subgraph called per layer (layer_reuse.py)
+            return blocks.call(tx, self, args, kwargs, lambda: self._call(tx, args, kwargs))
+        return self._call(tx, args, kwargs)
+
+    def _call(self, tx, args, kwargs):
         if type(self.obj).__call__ is not torch.nn.Module.__call__:
             # the class overrides __call__: run that, as Python would
             return self.get_attr(tx, "__call__").call(tx, args, kwargs)
