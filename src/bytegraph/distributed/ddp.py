@@ -15,8 +15,12 @@ all-reduce runs while the earlier pieces' backward computes.
 (``torch.distributed._compute_bucket_assignment_by_size``: a bucket closes
 when its size reaches the limit; the first bucket has its own, smaller limit
 when ``bucket_cap_mb`` was left at its default) over the graph's DDP-managed
-parameters, walked from the last first use to the first.  A bucket that
-closes at parameter *p* starts a new piece at the node that first uses *p*.
+parameters, walked from the last first use to the first, node by node: the
+parameters one node uses first (a linear layer's weight and bias) go into a
+bucket together, since no cut can separate them.  A bucket that closes at
+node *n* starts a new piece at *n*.  (DDP itself may close a bucket between
+a weight and its bias; then its bucket count can differ from the piece
+count by the buckets such splits add.)
 A cut that :func:`~bytegraph.distributed.graph_split.valid_cut` refuses (a
 non-tensor value handed across, open grad-mode or autocast switches, a value
 written after the cut) is dropped: its two buckets share a piece.
@@ -126,41 +130,39 @@ def bucket_cuts(gm: fx.GraphModule, graph_inputs, ddp) -> Tuple[List[BucketCut],
     under ``ddp``; ``graph_inputs`` are the trace's :class:`~bytegraph.graph.GraphInput` s."""
     managed = managed_parameters(ddp)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
-    first_use = []   # (index of the first node using it, name, bytes, first-use node)
+    # the DDP-managed parameters the graph reads, grouped by the node that uses them first
+    groups: dict = {}
     for inp in graph_inputs:
         t = inp.example
         if not isinstance(t, torch.Tensor) or id(t) not in managed:
             continue
         users = [u for u in inp.node.users if u.op != "output"]
-        if not users:
-            continue
-        node = min(users, key=order.__getitem__)
-        first_use.append((order[node], inp.source.name(), t.numel() * t.element_size(), node, t))
-    first_use.sort(key=lambda e: -e[0])
+        if users:
+            node = min(users, key=order.__getitem__)
+            groups.setdefault(node, []).append((inp.source.name(), t.numel() * t.element_size(), t))
     first_limit, limit = bucket_limits(ddp)
-    # one running bucket per (dtype, device), as the reducer keeps them
+    # one running bucket per (dtype, device), as the reducer keeps them; a node's
+    # parameters go into the bucket together (a piece cannot split a node)
     running: dict = {}
     buckets: List[Tuple[List[str], int]] = []
-    closes: List[int] = []   # positions in first_use where a bucket closed
-    for k, (_, name, nbytes, _, t) in enumerate(first_use):
-        key = (t.dtype, t.device)
-        names, size, cap = running.get(key, ([], 0, first_limit))
-        names = names + [name]
-        size += nbytes
-        if size >= cap:
-            buckets.append((names, size))
-            closes.append(k)
-            running[key] = ([], 0, limit)
-        else:
-            running[key] = (names, size, cap)
+    cuts: List[BucketCut] = []
+    nodes = sorted(groups, key=order.__getitem__, reverse=True)
+    for k, node in enumerate(nodes):
+        closed = None
+        for name, nbytes, t in groups[node]:
+            key = (t.dtype, t.device)
+            names, size, cap = running.get(key, ([], 0, first_limit))
+            running[key] = (names + [name], size + nbytes, cap)
+        for key, (names, size, cap) in list(running.items()):
+            if size >= cap:
+                buckets.append((names, size))
+                closed = closed or (names, size)
+                running[key] = ([], 0, limit)
+        if closed is not None and k + 1 < len(nodes):
+            cuts.append(BucketCut(node, *closed))   # parameters used earlier: another piece
     for names, size, _ in running.values():
         if names:
             buckets.append((names, size))
-    cuts = []
-    for b, k in enumerate(closes):
-        if k + 1 >= len(first_use) or first_use[k + 1][0] == first_use[k][0]:
-            continue  # nothing used before it, or one node uses parameters of two buckets
-        cuts.append(BucketCut(first_use[k][3], buckets[b][0], buckets[b][1]))
     cuts.reverse()
     return cuts, buckets
 
