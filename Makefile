@@ -8,6 +8,7 @@
 #   make bench-dist  eager DDP, torch.compile+DDP, bytegraph+DDP on 2 processes (bench/dist.py), writes bench/dist.md
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
+#   make setup       create/refresh the venv and build the native checks, run nothing
 #   make native      (re)build the native guard checks (done by every target above)
 #   make browser     install Debian's chromium + chromedriver (root; for the report's browser test)
 #   make clean       remove the venv and build/test debris
@@ -22,7 +23,8 @@
 # Variables: PYTHON (interpreter that creates the venv; default python3.11, else python3), TORCH (a torch
 # version to install instead of the one pinned in requirements-dev.txt; empty: the pin), VENV (the venv
 # directory; default derived from PYTHON and TORCH as above, any path may be given), PYTEST_ARGS (extra
-# pytest arguments), PYTEST_TIMEOUT (per-test seconds), BENCH_ARGS, ZOO_ARGS, CPYTHON_ARGS (modules, --jobs,
+# pytest arguments), PYTEST_TIMEOUT (per-test seconds), PYTEST_JOBS (pytest-xdist workers: auto, one per
+# core, by default; 0 runs the suite in one process), BENCH_ARGS, ZOO_ARGS, CPYTHON_ARGS (modules, --jobs,
 # -v).  Every target uses the venv so chosen.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -44,6 +46,8 @@ VENV ?= .venv
 endif
 PYTEST_ARGS ?=
 PYTEST_TIMEOUT ?= 300
+# pytest-xdist workers for `make test`/`make test-models` (auto: one per core; 0: one process, no xdist)
+PYTEST_JOBS ?= auto
 BENCH_ARGS ?=
 CPYTHON_ARGS ?=
 ZOO_ARGS ?=
@@ -60,7 +64,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv native demo test test-models test-cpython bench bench-quick bench-zoo bench-dist clean browser
+.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-zoo bench-dist clean browser
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -106,9 +110,13 @@ demo: $(STAMP) native
 # The suite (the model zoo's quick subset only) with the native guard checks, then the guard tests again with
 # the pure-Python fallback conditions.
 test: $(MODELS_STAMP) native
-	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) -m "not zoo" $(PYTEST_ARGS)
-	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) \
+	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m "not zoo" $(PYTEST_ARGS)
+	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) \
 		tests/test_guards.py tests/test_native_guards.py tests/test_dynamic.py $(PYTEST_ARGS)
+
+# Everything `make test` needs installed and built, without running it (CI prepares the other
+# Python/torch combinations with it in the background while the first one's tests run).
+setup: $(MODELS_STAMP) native
 
 # Every test method of the listed modules of the interpreter's own `test`
 # package that passes normally is run again compiled (force_transform); one
@@ -120,7 +128,7 @@ test-cpython: $(STAMP) native
 # Every model of the zoo (tests/model_zoo.py) in eval and training, plus the
 # other model tests; about 15 minutes on 2 cores.  CI runs it after `make test`.
 test-models: $(MODELS_STAMP) native
-	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q --timeout=$(PYTEST_TIMEOUT) -m models $(PYTEST_ARGS)
+	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m models $(PYTEST_ARGS)
 
 # Full benchmark: every workload, including the transformers models (hence the
 # model dependencies), inductor speedups; ~15-20 minutes on 2 cores.
