@@ -341,6 +341,12 @@ def buffers_broadcast(rank, world):
     e, c = make(False), make(True)
     out = compare(train(e, xs), train(c, xs))
     out["buffer_diff"] = max_diff(list(e.module.buffers()), list(c.module.buffers()))
+    # the other wrapping: DDP's forward (and its broadcast) natively around the compiled module
+    torch.manual_seed(0)
+    outer = bytegraph.compile(DDP(WithBatchNorm()), backend="aot_eager")
+    outer_result = compare(train(make(False), xs), train(outer, xs))
+    out["outer_diff"] = max(outer_result["loss_diff"], outer_result["grad_diff"], outer_result["param_diff"],
+                            max_diff(list(e.module.buffers()), list(outer.module.buffers())))
     # an eval forward broadcasts rank 0's statistics and leaves them as they are
     c.eval()
     c(xs[0])

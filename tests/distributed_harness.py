@@ -90,12 +90,33 @@ def run_cases(module: str, out_dir: Path, world: int = 2, timeout: float = 150.0
 
 
 def results_fixture(module: str):
-    """A module-scoped pytest fixture running ``module``'s cases once."""
+    """A pytest fixture running ``module``'s cases once per test session.
+
+    Under pytest-xdist the tests of one module may land on several workers:
+    the first to ask runs the cases (under a file lock in the directory the
+    workers share) and the others read its results, so the two processes
+    start once, not once per worker.
+    """
     import pytest
 
     @pytest.fixture(scope="module")
     def results(tmp_path_factory):
-        return run_cases(module, tmp_path_factory.mktemp(module))
+        import fcntl
+        base = tmp_path_factory.getbasetemp()
+        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        done = shared / f"{module}.results.json"
+        with open(shared / f"{module}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                try:
+                    found = run_cases(module, shared / module)
+                except AssertionError as e:
+                    found = {"__error__": str(e)}
+                done.write_text(json.dumps(found))
+        found = json.loads(done.read_text())
+        if "__error__" in found:
+            raise AssertionError(found["__error__"])
+        return found
     return results
 
 

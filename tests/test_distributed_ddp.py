@@ -82,7 +82,7 @@ def test_gradients_stay_bucket_views(results):
 
 def test_buffers_are_broadcast(results):
     for r in ranks(results, "buffers_broadcast"):
-        assert r["buffer_diff"] == 0.0 and r["buffers_equal_across_ranks"]
+        assert r["buffer_diff"] == 0.0 and r["buffers_equal_across_ranks"] and r["outer_diff"] == 0.0
 
 
 def test_eval_mode_matches(results):

@@ -50,10 +50,10 @@ def _native_marker_codes() -> tuple:
     trace lazily (without ``torch._dynamo`` imported): FSDP2's ``_dynamo_disable``."""
     if not _MARKER_CODES:
         common = sys.modules.get("torch.distributed.fsdp._fully_shard._fsdp_common")
-        if common is None:
-            return ()
-        wrapper = common._dynamo_disable(lambda: None)
-        _MARKER_CODES.append(wrapper.__code__)
+        marker = getattr(common, "_dynamo_disable", None)
+        if marker is None:
+            return ()   # (FSDP2 not imported yet, or a torch that marks its hooks otherwise)
+        _MARKER_CODES.append(marker(lambda: None).__code__)
     return tuple(_MARKER_CODES)
 
 
@@ -137,6 +137,15 @@ def special_module_call(tx, module_value, args, kwargs):
                                "(DDP(bytegraph.compile(model))) to capture its forward")
     if not hooks_run_natively(obj):
         return None
+    from ..guards import Guard
+    from ..sources import AttrSource
+    from ..values.modules import guard_no_global_module_hooks
+    # the hooks themselves are read natively when they run; what this path
+    # leaves out must stay absent
+    guard_no_global_module_hooks(tx)
+    if module_value.source is not None:
+        for name in ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks_always_called"):
+            tx.guards.add(Guard("LEN_MATCH", AttrSource(module_value.source, name), 0))
     from ..sources import ObjectSource
     from ..values.containers import DictValue, TupleValue
     from ..values.constants import const
