@@ -306,7 +306,13 @@ def _with_funcol(handler):
 
 
 def handler_for(obj) -> Optional[Callable]:
-    """The trace's handler for a torch.distributed function ``obj``, or None."""
+    """The trace's handler for a torch.distributed function ``obj``, or None.
+
+    Example::
+
+        >>> handler_for(torch.distributed.get_rank) is not None, handler_for(len)
+        (True, None)
+    """
     if type(obj) is types.BuiltinMethodType:
         owner = getattr(obj, "__self__", None)
         if type(owner).__module__ == "torch._C._distributed_c10d" and not isinstance(owner, type):
@@ -328,7 +334,13 @@ def _native_method(tx, args, kwargs):
 
 def native_c10d(fn) -> Optional[tuple]:
     """``(break kind, hint)`` when ``fn`` is a c10d function the trace does not
-    model (it runs natively), else None."""
+    model (it runs natively), else None.
+
+    Example::
+
+        >>> native_c10d(torch.distributed.barrier)[0], native_c10d(len)
+        ('c10d_call', None)
+    """
     if getattr(fn, "__module__", None) == _C10D:
         return (BREAK_C10D, "torch.distributed calls without a traced form run natively between graphs")
     return None

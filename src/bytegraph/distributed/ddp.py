@@ -66,7 +66,13 @@ LOG_FAMILY = "ddp_graphs"
 
 
 def ddp_class():
-    """``torch.nn.parallel.DistributedDataParallel``, or None without torch.distributed."""
+    """``torch.nn.parallel.DistributedDataParallel``, or None without torch.distributed.
+
+    Example::
+
+        >>> ddp_class().__name__
+        'DistributedDataParallel'
+    """
     if not torch.distributed.is_available():
         return None
     from torch.nn.parallel import DistributedDataParallel
@@ -87,7 +93,13 @@ def is_ddp(obj) -> bool:
 
 def active_ddp():
     """The DDP module whose forward is running now (DDP sets it around the call
-    of the module it wraps), or None."""
+    of the module it wraps), or None.
+
+    Example::
+
+        >>> active_ddp() is None
+        True
+    """
     cls = ddp_class()
     if cls is None:
         return None
@@ -97,7 +109,14 @@ def active_ddp():
 
 def bucket_limits(ddp) -> Tuple[int, int]:
     """``(first bucket's limit, every other bucket's limit)`` in bytes, as DDP's
-    reducer uses them once it has rebuilt its buckets in gradient order."""
+    reducer uses them once it has rebuilt its buckets in gradient order.
+
+    Example::
+
+        >>> import types
+        >>> bucket_limits(types.SimpleNamespace(bucket_bytes_cap=4 << 20, bucket_bytes_cap_default=False))
+        (4194304, 4194304)
+    """
     config_ = getattr(ddp, "_bucket_config", None)
     cap = int(ddp.bucket_bytes_cap)
     if config_ is not None and hasattr(config_, "first_bucket_bytes_cap"):
@@ -108,7 +127,15 @@ def bucket_limits(ddp) -> Tuple[int, int]:
 
 
 def managed_parameters(ddp) -> set:
-    """ids of the parameters DDP's reducer all-reduces (trainable, not ignored)."""
+    """ids of the parameters DDP's reducer all-reduces (trainable, not ignored).
+
+    Example::
+
+        >>> import types
+        >>> lin = torch.nn.Linear(2, 2)
+        >>> len(managed_parameters(types.SimpleNamespace(module=lin, parameters_to_ignore=["bias"])))
+        1
+    """
     ignored = set(getattr(ddp, "parameters_to_ignore", ()) or ())
     return {id(p) for name, p in ddp.module.named_parameters() if p.requires_grad and name not in ignored}
 
@@ -127,7 +154,8 @@ class BucketCut:
 
 def bucket_cuts(gm: fx.GraphModule, graph_inputs, ddp) -> Tuple[List[BucketCut], List[Tuple[List[str], int]]]:
     """The cuts (in graph order) and the buckets (last used first) of ``gm``
-    under ``ddp``; ``graph_inputs`` are the trace's :class:`~bytegraph.graph.GraphInput` s."""
+    under ``ddp``; ``graph_inputs`` are the trace's :class:`~bytegraph.graph.GraphInput` s.
+    (tests/test_ddp_split.py shows it on a traced graph.)"""
     managed = managed_parameters(ddp)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     # the DDP-managed parameters the graph reads, grouped by the node that uses them first
@@ -171,7 +199,13 @@ def compile_split(backend_name: str, backend: Callable, gm: fx.GraphModule, grap
                   compile_one: Callable) -> Optional[Tuple[Callable, List[fx.GraphModule]]]:
     """Under DDP: ``gm`` cut at its bucket boundaries, each piece compiled with
     ``compile_one(piece_gm, example_inputs)``; returns ``(runner, pieces)``, or
-    None when there is nothing to cut (not under DDP, one bucket, cutting off)."""
+    None when there is nothing to cut (not under DDP, one bucket, cutting off).
+
+    Example::
+
+        >>> compile_split("eager", None, None, None, None, None) is None   # no DDP forward running
+        True
+    """
     if not config.ddp_bucket_split:
         return None
     ddp = active_ddp()

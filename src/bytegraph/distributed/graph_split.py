@@ -92,7 +92,17 @@ def _storage_key(node: fx.Node):
 
 def valid_cut(graph: fx.Graph, before: fx.Node, grad_enabled: bool) -> bool:
     """Whether the graph may be cut right before ``before`` (see the module
-    docstring); ``grad_enabled`` is the grad mode the graph starts in."""
+    docstring); ``grad_enabled`` is the grad mode the graph starts in.
+
+    Example::
+
+        >>> import torch, torch.fx as fx
+        >>> g = fx.Graph(); x = g.placeholder("x")
+        >>> a = g.call_function(torch.sin, (x,)); a.meta["val"] = torch.ones(1)
+        >>> b = g.call_function(torch.cos, (a,)); _ = g.output((b,))
+        >>> valid_cut(g, b, True)
+        True
+    """
     nodes = list(graph.nodes)
     position = {n: i for i, n in enumerate(nodes)}
     cut = position[before]
@@ -122,7 +132,7 @@ def valid_cut(graph: fx.Graph, before: fx.Node, grad_enabled: bool) -> bool:
 
 def split_graph(gm: fx.GraphModule, cuts: Sequence[fx.Node]) -> List[Piece]:
     """``gm`` cut right before each node of ``cuts`` (nodes of ``gm.graph``, in
-    graph order): ``len(cuts) + 1`` pieces."""
+    graph order): ``len(cuts) + 1`` pieces (see the module docstring's example)."""
     graph = gm.graph
     nodes = _compute_nodes(graph)
     output = _output_node(graph)
@@ -158,7 +168,19 @@ def split_graph(gm: fx.GraphModule, cuts: Sequence[fx.Node]) -> List[Piece]:
 
 class PieceRunner:
     """Calls the compiled pieces in order; the callable the transformed code
-    calls in place of the whole graph (graph inputs in, graph outputs out)."""
+    calls in place of the whole graph (graph inputs in, graph outputs out).
+
+    Example::
+
+        >>> import torch, torch.fx as fx
+        >>> g = fx.Graph(); x = g.placeholder("x")
+        >>> a = g.call_function(torch.sin, (x,)); b = g.call_function(torch.cos, (a,)); _ = g.output((b,))
+        >>> gm = fx.GraphModule(torch.nn.Module(), g)
+        >>> pieces = split_graph(gm, [b])
+        >>> run = PieceRunner(gm, pieces, [p.gm.forward for p in pieces])
+        >>> bool(run(torch.zeros(1))[0] == 1.0)
+        True
+    """
 
     __slots__ = ("_steps", "_n_slots", "_result", "__weakref__")
 

@@ -60,7 +60,13 @@ def _native_marker_codes() -> tuple:
 def runs_natively(hook) -> bool:
     """Whether ``hook`` (a function or bound method) is marked as not for
     compilers: ``torch.compiler.disable``/``bytegraph.disable``, or FSDP2's
-    hooks (which torch marks lazily)."""
+    hooks (which torch marks lazily).
+
+    Example::
+
+        >>> runs_natively(torch.compiler.disable(lambda m, a: None)), runs_natively(lambda m, a: None)
+        (True, False)
+    """
     fn = hook.__func__ if isinstance(hook, types.MethodType) else hook
     if is_disabled(fn):
         return True
@@ -69,7 +75,7 @@ def runs_natively(hook) -> bool:
 
 
 def native_hooks(module: torch.nn.Module) -> bool:
-    """Whether a forward (pre-)hook of ``module`` must run natively."""
+    """Whether a forward (pre-)hook of ``module`` must run natively (see the module docstring's example)."""
     hooks = list(module._forward_pre_hooks.values()) + list(module._forward_hooks.values())
     return bool(hooks) and any(runs_natively(h) for h in hooks)
 
@@ -84,7 +90,15 @@ def hooks_run_natively(module: torch.nn.Module) -> bool:
 
 @disable
 def run_pre_hooks(module, args, kwargs):
-    """``module``'s forward pre-hooks, as ``nn.Module._call_impl`` runs them."""
+    """``module``'s forward pre-hooks, as ``nn.Module._call_impl`` runs them.
+
+    Example::
+
+        >>> m = torch.nn.Identity()
+        >>> _ = m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+        >>> run_pre_hooks(m, (1,), {})
+        ((2,), {})
+    """
     for hook_id, hook in module._forward_pre_hooks.items():
         if hook_id in module._forward_pre_hooks_with_kwargs:
             out = hook(module, args, kwargs)
@@ -102,7 +116,15 @@ def run_pre_hooks(module, args, kwargs):
 
 @disable
 def run_forward_hooks(module, args, kwargs, result):
-    """``module``'s forward hooks, as ``nn.Module._call_impl`` runs them."""
+    """``module``'s forward hooks, as ``nn.Module._call_impl`` runs them.
+
+    Example::
+
+        >>> m = torch.nn.Identity()
+        >>> _ = m.register_forward_hook(lambda mod, args, out: out * 10)
+        >>> run_forward_hooks(m, (1,), {}, 2)
+        20
+    """
     for hook_id, hook in module._forward_hooks.items():
         if hook_id in module._forward_hooks_with_kwargs:
             out = hook(module, args, kwargs, result)
@@ -120,7 +142,13 @@ for _helper in (run_pre_hooks, run_forward_hooks):
 
 
 def call_with_native_hooks(module, args, kwargs):
-    """``module(*args, **kwargs)`` with its hooks run natively and its forward traced."""
+    """``module(*args, **kwargs)`` with its hooks run natively and its forward traced.
+
+    Example::
+
+        >>> call_with_native_hooks(torch.nn.Identity(), (3,), {})
+        3
+    """
     args, kwargs = run_pre_hooks(module, args, kwargs)
     result = module.forward(*args, **kwargs)
     return run_forward_hooks(module, args, kwargs, result)

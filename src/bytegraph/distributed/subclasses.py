@@ -47,12 +47,20 @@ def traceable(t) -> bool:
 
 
 def flatten_context(t) -> tuple:
-    """``(type, flattening context)`` of subclass ``t``: what its guard compares."""
+    """``(type, flattening context)`` of subclass ``t``: what its guard compares.
+
+    Example::
+
+        >>> from torch.distributed._functional_collectives import AsyncCollectiveTensor
+        >>> flatten_context(AsyncCollectiveTensor(torch.ones(1)))[1] is None
+        True
+    """
     return (type(t), t.__tensor_flatten__()[1])
 
 
 def wrap_subclass_input(tx, t, source):
-    """Lift subclass tensor ``t`` (read from ``source``) as a graph input, with its guards."""
+    """Lift subclass tensor ``t`` (read from ``source``) as a graph input, with
+    its guards (the trace calls it for every such input; see the module docstring)."""
     from ..sources import AttrSource
     from ..values.tensors import TensorValue
     names, _ = t.__tensor_flatten__()
