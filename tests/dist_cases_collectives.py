@@ -380,3 +380,36 @@ def fsdp2_compiled_blocks(rank, world):
 @case
 def fsdp2_no_reshard_after_forward(rank, world):
     return _fsdp_case(rank, reshard_after_forward=False)
+
+
+REPLICATED = None   # set by dtensor_redistribute (a placement list read from a global)
+
+
+@case
+def dtensor_redistribute(rank, world):
+    """Methods of DTensor taking a mesh and placements (made in the trace, or read from a global)."""
+    global REPLICATED
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    REPLICATED = [Replicate()]
+    torch.manual_seed(0)
+    w = distribute_tensor(torch.randn(8, 4), mesh(), [Shard(0)])
+    m = mesh()
+
+    def f(w):
+        a = w.redistribute(m, [Replicate()]) * 2
+        b = w.redistribute(m, REPLICATED).to_local() + 1
+        c = w.redistribute(placements=(Shard(1),)) + 0
+        return a, b, c, w.placements[0] == Shard(0)
+
+    def g(t):
+        return DTensor.from_local(t * 2, m, [Shard(0)]).full_tensor()
+    out = {}
+    for name, fn, args in (("redistribute", f, (w,)), ("from_local", g, (torch.ones(2, 3) * (rank + 1),))):
+        for backend in ("eager", "aot_eager"):
+            bytegraph.reset()
+            counting = Counting(backend)
+            got = bytegraph.compile(fn, backend=counting)(*args)
+            s = bytegraph.stats()
+            out[f"{name}_{backend}"] = {"diff": diff(fn(*args), got), "graphs": len(counting.targets),
+                                        "graph_breaks": s.graph_breaks, "eager_fallbacks": s.eager_fallbacks}
+    return out

@@ -11,7 +11,8 @@ failure and the next case runs.
 
 Bounded everywhere: collectives time out after ``PG_TIMEOUT`` seconds (a
 case whose ranks disagree fails instead of hanging), and the workers are
-killed after ``timeout`` seconds in all.  Only 127.0.0.1 is used:
+killed after ``timeout`` seconds in all (``BYTEGRAPH_DIST_CASES=a,b`` runs only
+those cases, for debugging).  Only 127.0.0.1 is used:
 ``MASTER_ADDR`` and gloo's interface (``GLOO_SOCKET_IFNAME=lo``).
 """
 
@@ -150,7 +151,10 @@ def _worker(module: str, out_dir: str) -> None:
                             world_size=world, timeout=datetime.timedelta(seconds=PG_TIMEOUT))
     importlib.import_module(module)
     results = {}
+    only = [n for n in os.environ.get("BYTEGRAPH_DIST_CASES", "").split(",") if n]   # (for debugging)
     for name, fn in CASES[module].items():
+        if only and name not in only:
+            continue
         bytegraph.reset()
         config.raise_on_error = True
         torch.manual_seed(0)

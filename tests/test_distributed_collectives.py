@@ -110,3 +110,13 @@ def test_fsdp2_hooks_run_natively_around_traced_blocks(results):
         assert r["break_kinds"] == ["native_module_hooks", "resumed_loop"]
         # the input layer, one graph per block kind (identity, then structure), the output layer
         assert r["explain_graphs"] == 4
+
+
+def test_dtensor_methods_with_mesh_and_placements(results):
+    for r in ranks(results, "dtensor_redistribute"):
+        for backend in ("eager", "aot_eager"):
+            red = r[f"redistribute_{backend}"]
+            assert red["diff"] == 0.0 and red["graphs"] == 1 and red["graph_breaks"] == 0
+            # DTensor.from_local is traced into and breaks; the result is eager's
+            local = r[f"from_local_{backend}"]
+            assert local["diff"] == 0.0 and local["eager_fallbacks"] == 0

@@ -32,6 +32,8 @@ Example::
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 from ..guards import Guard
@@ -94,8 +96,104 @@ def subclass_attr(tx, value, name):
         return None
     if isinstance(attr, property):
         from ..values.builder import wrap_derived_constant
+        # (placements are immutable and fixed by the guarded inputs: constants)
         return wrap_derived_constant(tx, getattr(value.fake, name), name)
     if callable(attr) and not isinstance(attr, (staticmethod, classmethod)):
-        from ..values.tensors import TensorMethodValue
-        return TensorMethodValue(value, name)
+        return _subclass_method(value, name)
     return None
+
+
+def _subclass_method(value, name):
+    from ..values.tensors import TensorMethodValue
+
+    class SubclassMethodValue(TensorMethodValue):
+        """A method the subclass defines (DTensor's ``to_local``, ``redistribute``):
+        a graph node; arguments that are objects the trace knows (a device
+        mesh, placements) are bound into the node's function, guarded."""
+
+        __slots__ = ()
+
+        def call(self, tx, args, kwargs):
+            if all(_is_plain(a) for a in list(args) + list(kwargs.values())):
+                return super().call(tx, args, kwargs)
+            from ..values.tensors import graph_call
+            static_args = tuple(_static(tx, a) for a in args)
+            static_kwargs = {k: _static(tx, v) for k, v in kwargs.items()}
+            return graph_call(tx, "call_function", method_with(self.name, static_args, static_kwargs),
+                              [self.tensor], {})
+    return SubclassMethodValue(value, name)
+
+
+def _is_plain(v) -> bool:
+    """A graph argument fx can write: a tensor, a number, a literal."""
+    from ..values.constants import ConstantValue
+    from ..values.tensors import TensorValue
+    from ..values.symbolic import SymIntValue
+    if isinstance(v, (TensorValue, SymIntValue)):
+        return True
+    return isinstance(v, ConstantValue) and not is_placement(v.value)
+
+
+def _static(tx, v):
+    """The Python object a non-tensor argument stands for, guarded where it came from."""
+    from ..errors import Unsupported
+    from ..values.containers import ListValue, TupleValue
+    if isinstance(v, (TupleValue, ListValue)):
+        items = [_static(tx, x) for x in v.items]
+        return tuple(items) if isinstance(v, TupleValue) else items
+    if v.is_constant():
+        return v.as_constant()
+    real = v.real_object()
+    if real is None or v.source is None:
+        raise Unsupported(f"a {v.type_name()} made in the trace passed to a tensor subclass's method",
+                          kind="unsupported_graph_arg")
+    tx.guards.add(Guard("ID_MATCH", v.source, real[0]))   # (a device mesh: another one is another layout)
+    return real[0]
+
+
+def method_with(name: str, args: tuple, kwargs: dict):
+    """A function calling ``t.name(*args, **kwargs)``: a graph node's target
+    holding the objects fx cannot write as code.
+
+    Example::
+
+        >>> method_with("reshape", (2, 1), {})(torch.ones(2)).shape
+        torch.Size([2, 1])
+    """
+    def call(t):
+        return getattr(t, name)(*args, **kwargs)
+    call.__name__ = call.__qualname__ = f"{name}_with_constants"
+    return call
+
+
+def _placement_types() -> tuple:
+    types_ = sys.modules.get("torch.distributed.tensor.placement_types")
+    return () if types_ is None else tuple(getattr(types_, n) for n in ("Shard", "Replicate", "Partial")
+                                             if hasattr(types_, n))
+
+
+def is_placement(obj) -> bool:
+    """Whether ``obj`` is a DTensor placement (``Shard(0)``, ``Replicate()``,
+    ``Partial()``): an immutable value the trace treats as a constant.
+
+    Example::
+
+        >>> is_placement(0)
+        False
+    """
+    placements = _placement_types()
+    return bool(placements) and isinstance(obj, placements)
+
+
+def constructor_for(obj):
+    """The trace's handler for constructing a placement class with constant
+    arguments (a constant), or None."""
+    if not isinstance(obj, type) or obj not in _placement_types():
+        return None
+
+    def construct(tx, args, kwargs):
+        from ..values.builder import python_constant
+        from ..values.constants import const
+        return const(obj(*[python_constant(a, tx) for a in args],
+                         **{k: python_constant(v, tx) for k, v in kwargs.items()}))
+    return construct

@@ -76,7 +76,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         from .symbolic import SymIntValue
         guards.add(Guard("TYPE_MATCH", source, int))
         return tx.graph.add_int_input(obj, source, lambda node, sym: SymIntValue(node, sym, source))
-    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis) or is_numpy_scalar(obj):
+    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis) or is_numpy_scalar(obj) \
+            or _is_placement(obj):
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
@@ -412,8 +413,9 @@ def wrap_callable_or_object(tx, obj, source):
         # bytegraph.allow_in_graph / torch.compiler.allow_in_graph: one graph node per call
         from .tensors import InGraphFunctionValue
         return InGraphFunctionValue(obj, source)
-    from ..distributed import collectives
-    handler = builtin_handler(obj) or torch_graph_break_handler(obj) or collectives.handler_for(obj)
+    from ..distributed import collectives, subclasses
+    handler = builtin_handler(obj) or torch_graph_break_handler(obj) or collectives.handler_for(obj) \
+        or subclasses.constructor_for(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
     if is_numpy_callable(obj):
@@ -647,14 +649,21 @@ _TORCH_FUNCTIONAL_MODULES = frozenset({
 })
 
 
+def _is_placement(obj) -> bool:
+    from ..distributed.subclasses import is_placement
+    return is_placement(obj)
+
+
 def wrap_derived_constant(tx, obj, what: str) -> Value:
     """A value computed from constants during tracing (no source, no guard)."""
     from ..resume import UNBOUND
     if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
-    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj) \
+            or _is_placement(obj):
         return ConstantValue(obj)
-    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) for o in obj):
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) or _is_placement(o)
+                                      for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):
