@@ -51,7 +51,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_cases(module: str, out_dir: Path, world: int = 2, timeout: float = 150.0) -> Dict[str, List[dict]]:
+def run_cases(module: str, out_dir: Path, world: int = 2, timeout: float = 600.0) -> Dict[str, List[dict]]:
     """Run every case of ``module`` on ``world`` processes; ``{case: [result of rank 0, rank 1, ...]}``.
 
     A result is ``{"ok": True, **data}`` or ``{"ok": False, "error": traceback}``.

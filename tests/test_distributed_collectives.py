@@ -12,7 +12,8 @@ import pytest
 
 from distributed_harness import ranks, requires_gloo, results_fixture
 
-pytestmark = requires_gloo()
+# (the first test runs every case: generous per-test time on a loaded machine)
+pytestmark = [requires_gloo(), pytest.mark.timeout(900)]
 
 results = results_fixture("dist_cases_collectives")
 

@@ -182,7 +182,9 @@ def is_placement(obj) -> bool:
         False
     """
     placements = _placement_types()
-    return bool(placements) and isinstance(obj, placements)
+    # (by type: ``isinstance`` would read ``obj.__class__``, running a class's
+    # own attribute hooks at trace time)
+    return bool(placements) and issubclass(type(obj), placements)
 
 
 def constructor_for(obj):
