@@ -6,6 +6,7 @@
 #   make bench-quick short benchmark run (< 2 minutes)
 #   make bench-scale compile time at scale: deep models, Inductor first calls cold and warm (bench/results-scale.md)
 #   make bench-zoo   every model of the zoo beside torch.compile (bench/zoo.py), writes bench/zoo.md
+#   make bench-dist  eager DDP, torch.compile+DDP, bytegraph+DDP on 2 processes (bench/dist.py), writes bench/dist.md
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make setup       create/refresh the venv and build the native checks, run nothing
@@ -64,7 +65,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-scale bench-zoo clean browser
+.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-scale bench-zoo bench-dist clean browser
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -150,6 +151,14 @@ bench-scale: $(MODELS_STAMP) native
 # per repetition; ZOO_ARGS, e.g. --repeat 3 or --models gpt2,t5).
 bench-zoo: $(MODELS_STAMP) native
 	$(PY) bench/zoo.py $(ZOO_ARGS)
+
+# DDP on two processes (gloo, 127.0.0.1): step time and first-call time of
+# eager DDP, torch.compile + DDP and bytegraph + DDP (Inductor and eager
+# backends), fresh processes, interleaved; ~30 minutes on 2 cores (DIST_ARGS,
+# e.g. --repeat 1 --backends eager).
+DIST_ARGS ?=
+bench-dist: $(STAMP) native
+	$(PY) bench/dist.py $(DIST_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis src/*.egg-info src/bytegraph/native/_build

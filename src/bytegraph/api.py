@@ -139,6 +139,11 @@ def _compiled(model, name: str, backend_fn: Callable, fullgraph: bool, dynamic) 
         from .compiled_module import CompiledModule
         if isinstance(model, CompiledModule):
             model = model._orig_mod   # compiled again, from the original, with these settings
+        from .distributed.ddp import is_ddp
+        if is_ddp(model):
+            # DDP's forward natively, the module it wraps compiled (distributed/ddp_module.py)
+            from .distributed.ddp_module import DDPCompiledModule
+            return DDPCompiledModule(model, name, backend_fn, fullgraph, dynamic)
         return CompiledModule(model, name, backend_fn, fullgraph, dynamic)
     if isinstance(model, CompiledFunction):
         return CompiledFunction(model._fn, name, backend_fn, fullgraph, dynamic)

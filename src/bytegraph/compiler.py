@@ -19,6 +19,7 @@ import torch
 
 from . import config
 from .backends import compile_graph
+from .distributed.ddp import compile_split
 from .break_plan import BreakPlan, plan_break
 from .breaks import BreakEmitter
 from .values.user_keys import holds_user_keyed_dict
@@ -297,12 +298,19 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             compiled = gm.forward
         else:
             backend_start = time.perf_counter()
-            compiled = _compile_with_blocks(backend_name, backend, gm, example_inputs,
-                                            graph.fake_mode if real_inputs else None)
+            context_mode = graph.fake_mode if real_inputs else None
+            # under DDP: one graph per gradient bucket (distributed/ddp.py)
+            split = compile_split(backend_name, backend, gm, graph, context_mode, lambda piece, examples:
+                                  _compile_with_blocks(backend_name, backend, piece, examples, context_mode))
+            if split is None:
+                compiled, handed = _compile_with_blocks(backend_name, backend, gm, example_inputs, context_mode), [gm]
+            else:
+                compiled, handed = split
             backend_seconds = time.perf_counter() - backend_start
-            graphs.append(gm)
-            STATS.graphs += 1
-            emit("graph", gm)
+            for handed_gm in handed:
+                graphs.append(handed_gm)
+                STATS.graphs += 1
+                emit("graph", handed_gm)
         cg.push_callable(compiled)
         for inp in graph.inputs:
             inp.source.emit_load(cg)

@@ -112,3 +112,10 @@ native_guards: bool = os.environ.get("BYTEGRAPH_NATIVE_GUARDS", "1") != "0"
 #: Branching on one (``if t.item() > 0``) still breaks there: its value is
 #: unknown while tracing.  Off: each such read is a graph break.
 capture_scalar_outputs: bool = False
+
+#: Under DistributedDataParallel, cut each captured graph at DDP's gradient
+#: buckets and compile the pieces separately, so each bucket's all-reduce
+#: starts while the rest of backward runs (bytegraph.distributed.ddp; the
+#: ``ddp_graphs`` log shows the cuts).  Off: one graph, whose backward yields
+#: every gradient at its end.
+ddp_bucket_split: bool = True

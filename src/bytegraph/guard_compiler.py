@@ -599,6 +599,13 @@ def _condition(g: Guard, expr_of, setup, bind, weak=None, native=None) -> str:
         return f"___autocast_dtype({device!r}) is {bind(dtype)} and ___autocast_cache() is {cache}"
     if k == "NOT_IN_GLOBALS":
         return f"{g.expected!r} not in ___G"
+    if k == "SUBCLASS_META":
+        from .distributed.subclasses import flatten_context
+        return f"{bind(flatten_context)}({expr_of(g.source, setup)}) == {bind(g.expected)}"
+    if k == "DIST_GROUP":
+        from .distributed.collectives import group_signature
+        target = "None" if g.source is None else expr_of(g.source, setup)
+        return f"{bind(group_signature)}({target}) == {bind(g.expected)}"
     if k == "WARN_OK":
         from .values.warnings_calls import warn_ok
         lists = "".join(f", {expr_of(s, setup)}" for s in g.others)

@@ -67,6 +67,10 @@ _PRIORITY = {
     "WARN_OK": 8,
     "SHAPE_ENV": 9,
     "SHAPE_ENV_EXPR": 9,
+    # torch.distributed (distributed/): a process group's (name, rank, size);
+    # a tensor subclass's flattening context (DTensor's mesh and placements)
+    "DIST_GROUP": 8,
+    "SUBCLASS_META": 5,
 }
 
 
@@ -176,6 +180,12 @@ class Guard:
                     "without program code")
         if k == "BLOCK_MATCH":
             return f"{src} matches {e.identifier} as traced ({e.count} conditions: attributes, flags, hooks, shapes)"
+        if k == "DIST_GROUP":
+            return (f"process group {src or 'default'}: " +
+                    ("not initialized" if not e else f"name {e[0]!r}, rank {e[1]} of {e[2]}" if len(e) == 3 else
+                     "the same object"))
+        if k == "SUBCLASS_META":
+            return f"{src}: {e[0].__name__} with flattening context {e[1]!r}"
         if k == "SHAPE_ENV_EXPR":
             return f"shape: {e}"
         if k == "SHAPE_ENV":
@@ -369,11 +379,20 @@ def storages_disjoint(*tensors) -> bool:
     """
     seen = set()
     for t in tensors:
-        ptr = t.untyped_storage().data_ptr()
-        if ptr:
-            if ptr in seen:
+        if type(t) is not torch.Tensor and type(t) is not torch.nn.Parameter and hasattr(t, "__tensor_flatten__"):
+            # a wrapper subclass (DTensor) has no storage of its own: its inner tensors' count
+            inner = [getattr(t, name) for name in t.__tensor_flatten__()[0]]
+            tensors_inner = [x for x in inner if isinstance(x, torch.Tensor)]
+            if not storages_disjoint(*tensors_inner):
                 return False
-            seen.add(ptr)
+            ptrs = [x.untyped_storage().data_ptr() for x in tensors_inner]
+        else:
+            ptrs = [t.untyped_storage().data_ptr()]
+        for ptr in ptrs:
+            if ptr:
+                if ptr in seen:
+                    return False
+                seen.add(ptr)
     return True
 
 

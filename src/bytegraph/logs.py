@@ -15,7 +15,8 @@ only bytegraph's logs; a name it does not know is an error, as in
 * ``guards``: each entry's guard source;
 * ``graph_code``: each captured graph as Python code (``graph`` is accepted as an alias);
 * ``bytecode``: each transformed function's bytecode;
-* ``errors``: internal errors that made a frame run eagerly.
+* ``errors``: internal errors that made a frame run eagerly;
+* ``ddp_graphs``: graphs cut at DistributedDataParallel's gradient buckets.
 
 Each family is one logger, ``bytegraph.__<family>`` (torch's artifact
 logger naming); records go through torch's handlers when torch's settings
@@ -40,6 +41,7 @@ FAMILIES: Dict[str, str] = {
     "bytecode": "each transformed function's bytecode",
     "errors": "internal errors that made a frame run eagerly",
     "layer_reuse": "repeated blocks: each one recorded and reused, and why a block was traced as usual",
+    "ddp_graphs": "graphs cut at DistributedDataParallel's gradient buckets",
 }
 
 #: other spellings accepted by BYTEGRAPH_LOGS / set_logs

@@ -22,8 +22,10 @@ def _is_user_callable(fn) -> bool:
     while isinstance(fn, (BoundMethodValue, PartialValue)):
         fn = fn.func
     if isinstance(fn, NNModuleValue):
+        from ..distributed.hooks import hooks_run_natively
         m = fn.obj
-        return not (m._forward_hooks or m._forward_pre_hooks)
+        # (hooks run natively: the call's value is that of call_with_native_hooks, inlined first)
+        return not (m._forward_hooks or m._forward_pre_hooks) or hooks_run_natively(m)
     return isinstance(fn, (UserFunctionValue, NestedFunctionValue))
 
 

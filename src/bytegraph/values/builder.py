@@ -76,7 +76,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         from .symbolic import SymIntValue
         guards.add(Guard("TYPE_MATCH", source, int))
         return tx.graph.add_int_input(obj, source, lambda node, sym: SymIntValue(node, sym, source))
-    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis) or is_numpy_scalar(obj):
+    if t in (int, float, bool, str, bytes, complex, type(None)) or t is type(Ellipsis) or is_numpy_scalar(obj) \
+            or _is_placement(obj):
         if source is not None:
             return ConstantValue(obj, source, (guards, Guard("CONSTANT_MATCH", source, obj)))
         return ConstantValue(obj)
@@ -412,7 +413,9 @@ def wrap_callable_or_object(tx, obj, source):
         # bytegraph.allow_in_graph / torch.compiler.allow_in_graph: one graph node per call
         from .tensors import InGraphFunctionValue
         return InGraphFunctionValue(obj, source)
-    handler = builtin_handler(obj) or torch_graph_break_handler(obj)
+    from ..distributed import collectives, subclasses
+    handler = builtin_handler(obj) or torch_graph_break_handler(obj) or collectives.handler_for(obj) \
+        or subclasses.constructor_for(obj)
     if handler is not None:
         return BuiltinValue(obj, handler, source)
     if is_numpy_callable(obj):
@@ -423,6 +426,9 @@ def wrap_callable_or_object(tx, obj, source):
         if is_disabled(obj):
             # @torch.compiler.disable / @bytegraph.disable: the user asked for this call to run natively
             name = getattr(obj, "__qualname__", "function")
+            kind = getattr(obj, "__bytegraph_break_kind__", None)
+            if kind is not None:   # bytegraph's own helpers that run natively (distributed/hooks.py)
+                return OpaqueValue(obj, source, f"call to {name}()", kind, obj.__bytegraph_break_hint__)
             return OpaqueValue(obj, source, f"call to {name}(), decorated with @torch.compiler.disable "
                                f"or @bytegraph.disable", "compiler_disable",
                                "the call runs natively between graphs, as requested")
@@ -609,6 +615,10 @@ def _skipped_module(fn):
     if fn is collections.namedtuple:
         # a new class on every call (eager identity): run natively, as one call
         return ("unsupported_library", "collections.namedtuple makes a new class on every call: it runs natively")
+    from ..distributed.collectives import native_c10d
+    c10d = native_c10d(fn)
+    if c10d is not None:
+        return c10d
     mod = getattr(fn, "__module__", None) or ""
     if getattr(fn, "__qualname__", "").startswith(_INLINED_LIBRARY_CLASSES.get(mod, ())):
         return None
@@ -639,14 +649,21 @@ _TORCH_FUNCTIONAL_MODULES = frozenset({
 })
 
 
+def _is_placement(obj) -> bool:
+    from ..distributed.subclasses import is_placement
+    return is_placement(obj)
+
+
 def wrap_derived_constant(tx, obj, what: str) -> Value:
     """A value computed from constants during tracing (no source, no guard)."""
     from ..resume import UNBOUND
     if obj is UNBOUND or isinstance(obj, (enum.Enum, inspect.Parameter)):
         return ConstantValue(obj)
-    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj):
+    if type(obj) in LITERAL_TYPES or isinstance(obj, _TORCH_CONSTANT_TYPES) or is_numpy_scalar(obj) \
+            or _is_placement(obj):
         return ConstantValue(obj)
-    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) for o in obj):
+    if isinstance(obj, tuple) and all(type(o) in LITERAL_TYPES or is_numpy_scalar(o) or _is_placement(o)
+                                      for o in obj):
         return ConstantValue(obj)
     if isinstance(obj, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):
@@ -721,8 +738,11 @@ def _wrap_tensor(tx, obj: torch.Tensor, source):
     if source is None:
         raise Unsupported("a tensor without a source (constant tensor object)", kind="unsupported_input")
     if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+        from ..distributed.subclasses import traceable, wrap_subclass_input
+        if traceable(obj):   # DTensor and other subclasses torch can flatten
+            return wrap_subclass_input(tx, obj, source)
         raise Unsupported(f"tensor subclass {type(obj).__name__}", kind="unsupported_input",
-                          hint="tensor subclasses run eagerly")
+                          hint="tensor subclasses without __tensor_flatten__ run eagerly")
     if obj.is_sparse or obj.layout != torch.strided:
         raise Unsupported("non-strided tensor input", kind="unsupported_input", hint="sparse tensors run eagerly")
     dims = tx.trace.policy.tensor_dims(obj, source.name())

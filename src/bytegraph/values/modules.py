@@ -127,6 +127,10 @@ def guard_no_global_module_hooks(tx) -> None:
 
 def call_module(tx, module: NNModuleValue, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     """``module(*args, **kwargs)`` as ``nn.Module._call_impl`` runs it."""
+    from ..distributed.hooks import special_module_call
+    special = special_module_call(tx, module, args, kwargs)   # DDP; FSDP2's native hooks
+    if special is not None:
+        return special
     obj = module.obj
     src = module.source
     for dict_name in _HOOK_DICTS:

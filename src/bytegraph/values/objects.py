@@ -62,6 +62,14 @@ def _enum_news():
 _ENUM_NEWS = _enum_news()
 
 
+def _pybind_getattribute(slot) -> bool:
+    """``slot`` is pybind11's C ``__getattribute__`` of the classes it makes
+    (torch.distributed's ``ReduceOp``): it reads the class's attributes (its
+    static properties and enum members) without running Python code."""
+    return isinstance(slot, types.WrapperDescriptorType) and \
+        getattr(getattr(slot, "__objclass__", None), "__name__", "") == "pybind11_type"
+
+
 class ClassValue(Value):
     """A class object (user classes, builtin types, exception classes).
 
@@ -119,7 +127,8 @@ class ClassValue(Value):
                 # looking a name up in it may call that key's __eq__
                 raise Unsupported(f"a class whose __dict__ has a key that is not a string ({klass.__name__})",
                                   kind="unsupported_attribute")
-        if special_lookup(meta, "__getattribute__") is not type.__dict__["__getattribute__"]:
+        getattribute = special_lookup(meta, "__getattribute__")
+        if getattribute is not type.__dict__["__getattribute__"] and not _pybind_getattribute(getattribute):
             raise Unsupported(f"a class whose metaclass {meta.__name__} defines __getattribute__",
                               kind="unsupported_attribute")
         meta_attr = special_lookup(meta, name)

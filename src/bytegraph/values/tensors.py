@@ -20,6 +20,7 @@ from typing import Any, Dict, List
 import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
+    FakeTensor,
     DynamicOutputShapeException,
     UnsupportedOperatorException,
 )
@@ -118,6 +119,11 @@ class TensorValue(Value):
             return TensorMethodValue(self, name)
         if callable(getattr(torch.Tensor, name, None)):
             return TensorMethodValue(self, name)
+        if self.cls is not torch.Tensor and self.cls is not torch.nn.Parameter:
+            from ..distributed.subclasses import subclass_attr
+            found = subclass_attr(tx, self, name)   # DTensor's placements, to_local(), ...
+            if found is not None:
+                return found
         if not hasattr(torch.Tensor, name):
             return self._instance_attr(tx, name)
         raise Unsupported(f"tensor attribute {name!r}", kind="unsupported_tensor_attr")
@@ -685,7 +691,9 @@ def wrap_graph_result(tx, node, out) -> Value:
         existing = graph.value_of_fake.get(id(out))
         if existing is not None:
             return existing  # in-place op or view returning its input object
-        value = TensorValue(node, out, torch.Tensor)
+        # (a subclass torch traces, a DTensor, keeps its class: its own attributes are read from it)
+        cls = torch.Tensor if isinstance(out, FakeTensor) else type(out)
+        value = TensorValue(node, out, cls)
         graph.value_of_fake[id(out)] = value
         return value
     if isinstance(out, SYM_TYPES):
