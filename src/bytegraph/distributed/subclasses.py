@@ -190,7 +190,9 @@ def is_placement(obj) -> bool:
 def constructor_for(obj):
     """The trace's handler for constructing a placement class with constant
     arguments (a constant), or None."""
-    if not isinstance(obj, type) or obj not in _placement_types():
+    # (by identity: ``in`` would compare with ``==``, running a metaclass's
+    # ``__eq__`` at trace time)
+    if not isinstance(obj, type) or not any(obj is p for p in _placement_types()):
         return None
 
     def construct(tx, args, kwargs):
