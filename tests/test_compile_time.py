@@ -84,3 +84,36 @@ def test_a_resume_function_holds_only_the_code_that_can_still_run():
     sizes = sorted(len(decode(c)) - resume.origin_of(c).prologue for c in made)
     # each holds the code after its break, so later resume functions are shorter
     assert sizes[0] < sizes[1] < sizes[2] < base, (sizes, base)
+
+
+def _loops_with_breaks(x):
+    # breaks inside a comprehension (inlined in 3.12+), a for loop and a
+    # nested loop, each with code after the loop that reads what it built
+    ys = [x * i for i in range(3) if print(i) is None]
+    total = torch.stack(ys).sum(0)
+    for i in range(2):
+        print("outer", i)
+        for j in range(2):
+            total = total + i * j
+            print("inner", j)
+        total = total * 2
+    zs = {k: print(k) or x + k for k in range(2)}
+    return total + zs[1] - zs[0], [len(ys), i, j]
+
+
+def test_a_resume_function_past_a_loop_exit_resumes_where_the_base_did(capsys):
+    # 3.12+: an exhausted FOR_ITER skips the END_FOR behind its target.  A
+    # resume function that dropped that (never run) END_FOR got a new one from
+    # the assembler, which shifted the later code: a break after the loop
+    # then resumed two instructions late, skipping ``STORE_FAST ys``
+    # (UnboundLocalError).  With config.raise_on_error any assembled resume
+    # function whose size differs from what was laid out is an internal error.
+    x = torch.ones(2)
+    expected = _loops_with_breaks(x)
+    eager_out = capsys.readouterr().out
+    compiled = bytegraph.compile(_loops_with_breaks, backend="eager")
+    for _ in range(2):
+        got = compiled(x)
+        assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
+        assert capsys.readouterr().out == eager_out
+    assert bytegraph.stats().graph_breaks > 0 and bytegraph.stats().eager_fallbacks == 0

@@ -29,7 +29,10 @@ import inspect
 import types
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import config
 from .bytecode import SPEC, assemble, copy_instrs, decode, emit, instr, natural_loops, stack_depths, successors
+from .errors import InternalError
+
 
 class _Unbound:
     """Marks a local with no value in a state dict."""
@@ -352,6 +355,11 @@ class _Builder:
                         co_argcount=len(params), co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=flags, co_name=base.co_name, co_qualname=f"{base.co_qualname}.<{name}>")
         block = (self.state_start, self.state_end) if self.state_start is not None else None
+        if config.raise_on_error and len(decode(code)) != len(instrs):
+            # positions in ``code`` map to the base's by a fixed offset: the
+            # assembler must not have added or dropped instructions
+            raise InternalError(f"{name} of {base.co_qualname}: {len(instrs)} instructions assembled into "
+                                f"{len(decode(code))}")
         _ORIGINS[code] = Origin(base, len(self.prologue) - self.first, origin_kind, tuple(loop_exits), block,
                                 len(self.prologue))
         return code
@@ -423,7 +431,15 @@ def _runnable_from(base: types.CodeType, index: int):
     of the code that can still run."""
     from .bytecode.analysis import _reachable
     instrs = decode(base)
-    keep = _reachable(instrs, {id(ins): k for k, ins in enumerate(instrs)}, index, True)
+    at = {id(ins): k for k, ins in enumerate(instrs)}
+    keep = _reachable(instrs, at, index, True)
+    # The ``END_FOR`` pad (3.12+) in front of a kept FOR_ITER's exit never
+    # runs, but it must stay where it is: without it the assembler inserts a
+    # pad of its own (and a jump over it), which would shift every later
+    # instruction off the position ``base_position`` maps it to.
+    for k in [k for k in keep if instrs[k].opname == "FOR_ITER"]:
+        target = at[id(instrs[k].target)]
+        keep.update(range(max(0, target - SPEC.for_iter_skips), target))
     start = min(keep)
     return start, keep
 
