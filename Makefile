@@ -7,6 +7,7 @@
 #   make bench-scale compile time at scale: deep models, Inductor first calls cold and warm (bench/results-scale.md)
 #   make bench-zoo   every model of the zoo beside torch.compile (bench/zoo.py), writes bench/zoo.md
 #   make bench-dist  eager DDP, torch.compile+DDP, bytegraph+DDP on 2 processes (bench/dist.py), writes bench/dist.md
+#   make test-core   the core subset of the suite that CI runs on the other Python/torch versions
 #   make test-models the whole model zoo (tests/test_model_zoo.py: 71 transformers architectures) and the model tests
 #   make test-cpython CPython's own test modules run under bytegraph; fails on any broken test
 #   make setup       create/refresh the venv and build the native checks, run nothing
@@ -65,7 +66,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv setup native demo test test-models test-cpython bench bench-quick bench-scale bench-zoo bench-dist clean browser
+.PHONY: help venv setup native demo test test-core test-models test-cpython bench bench-quick bench-scale bench-zoo bench-dist clean browser
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -114,6 +115,22 @@ test: $(MODELS_STAMP) native
 	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m "not zoo" $(PYTEST_ARGS)
 	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) \
 		tests/test_guards.py tests/test_native_guards.py tests/test_dynamic.py $(PYTEST_ARGS)
+
+# The core subset: the test files that exercise what differs between Python and torch versions (the
+# bytecode layer, opcode handlers, breaks and resume functions, cells, generators and context managers,
+# guards, soundness, the torch internals bytegraph leans on) and the model zoo's quick subset. CI runs
+# it on the combinations other than 3.11 with the pinned torch, where the whole suite would take CI past
+# 45 minutes; `make test` on each of them is run by hand (README, "Testing").
+CORE_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/test_python_semantics.py \
+	tests/test_cells.py tests/test_graph_breaks.py tests/test_break_frames.py \
+	tests/test_break_frames_adversarial.py tests/test_context_managers.py tests/test_tracer_control_flow.py \
+	tests/test_tracer_functions.py tests/test_tracer_containers.py tests/test_compile_time.py \
+	tests/test_show.py tests/test_soundness.py tests/test_side_effects.py tests/test_guards.py \
+	tests/test_torch_compat.py tests/test_program_fuzzer.py tests/test_capture_classes.py \
+	tests/test_layer_reuse.py tests/test_model_zoo.py tests/test_real_models.py
+test-core: $(MODELS_STAMP) native
+	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m "not zoo" \
+		$(CORE_TESTS) $(PYTEST_ARGS)
 
 # Everything `make test` needs installed and built, without running it (CI prepares the other
 # Python/torch combinations with it in the background while the first one's tests run).
