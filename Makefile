@@ -116,18 +116,23 @@ test: $(MODELS_STAMP) native
 	BYTEGRAPH_NATIVE_GUARDS=0 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) \
 		tests/test_guards.py tests/test_native_guards.py tests/test_dynamic.py $(PYTEST_ARGS)
 
-# The core subset: the test files that exercise what differs between Python and torch versions (the
-# bytecode layer, opcode handlers, breaks and resume functions, cells, generators and context managers,
-# guards, soundness, the torch internals bytegraph leans on) and the model zoo's quick subset. CI runs
-# it on the combinations other than 3.11 with the pinned torch, where the whole suite would take CI past
-# 45 minutes; `make test` on each of them is run by hand (README, "Testing").
-CORE_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/test_python_semantics.py \
+# The core subset: the test files that exercise what differs between Python and torch versions, and
+# the model zoo's quick subset. CI runs it on the combinations other than 3.11 with the pinned torch,
+# where the whole suite would take CI past 45 minutes; `make test` on each of them is run by hand
+# (README, "Testing"). The Python part: the bytecode layer, opcode handlers, breaks and resume
+# functions, cells, generators, classes. The torch part: tensors, context managers (autocast), guards,
+# side effects, soundness, the program fuzzer, the torch internals bytegraph leans on (FakeTensorMode,
+# ShapeEnv, fx, invoke_subgraph, DDP's reducer), layer reuse, real models. CORE=torch runs only the
+# torch part (another torch on the same Python: the bytecode is the same).
+CORE_PYTHON_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/test_python_semantics.py \
 	tests/test_cells.py tests/test_graph_breaks.py tests/test_break_frames.py \
-	tests/test_break_frames_adversarial.py tests/test_context_managers.py tests/test_tracer_control_flow.py \
-	tests/test_tracer_functions.py tests/test_tracer_containers.py tests/test_compile_time.py \
-	tests/test_show.py tests/test_soundness.py tests/test_side_effects.py tests/test_guards.py \
-	tests/test_torch_compat.py tests/test_program_fuzzer.py tests/test_capture_classes.py \
-	tests/test_layer_reuse.py tests/test_model_zoo.py tests/test_real_models.py
+	tests/test_break_frames_adversarial.py tests/test_tracer_control_flow.py tests/test_tracer_functions.py \
+	tests/test_tracer_containers.py tests/test_compile_time.py tests/test_show.py tests/test_capture_classes.py
+CORE_TORCH_TESTS := tests/test_tracer_tensors.py tests/test_context_managers.py tests/test_soundness.py \
+	tests/test_side_effects.py tests/test_guards.py tests/test_torch_compat.py tests/test_program_fuzzer.py \
+	tests/test_layer_reuse.py tests/test_ddp_split.py tests/test_model_zoo.py tests/test_real_models.py
+CORE ?= all
+CORE_TESTS = $(if $(filter torch,$(CORE)),,$(CORE_PYTHON_TESTS)) $(CORE_TORCH_TESTS)
 test-core: $(MODELS_STAMP) native
 	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m "not zoo" \
 		$(CORE_TESTS) $(PYTEST_ARGS)
