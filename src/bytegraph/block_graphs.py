@@ -323,7 +323,7 @@ def _make_record(reuse, tx, module, source, region, arg_tensors, outputs) -> Blo
         rel = rebase(inp.source, source, _BLOCK)
         roles.append(("tensor", rel) if rel is not None else ("fixed", x))
     owned = owned_objects(module)
-    relative = relative_guards(list(tx.guards), source, owned, module)
+    relative = relative_guards(list(tx.guards), source, owned, module, tx.trace.blocks.identities)
     record = BlockRecord(sum(len(r) for r in reuse.records.values()), source, type(module))
     record.inputs = roles
     record.relative = relative

@@ -1,0 +1,62 @@
+"""Layer reuse against programs built to make it wrong (bytegraph/layer_reuse.py).
+
+Each test is differential: the compiled model equals the eager one (values,
+gradients), and the number of layers served by a recorded block is
+asserted, so a layer that differs is traced on its own while the others
+are still reused.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import bytegraph
+
+from conftest import compile_counting
+
+
+from test_layer_reuse import Block, Stack
+
+
+def _model(block=Block, n=6):
+    torch.manual_seed(0)
+    return Stack(n, block=block).eval()
+
+
+def _same_compiled(model, *args, reused, backend="eager"):
+    """Compiled equals eager on ``args`` (twice: the second call runs the cache entry)."""
+    cf, _ = compile_counting(model, backend=backend)
+    for _ in range(2):
+        torch.testing.assert_close(cf(*args), model(*args))
+    assert bytegraph.stats().layers_reused == reused
+
+
+SCALE_BY_ID = {}
+
+
+class ScaledById(Block):
+    """Reads a per-layer number keyed by ``id(self)``: the identity is data."""
+
+    def forward(self, x):
+        return super().forward(x) * SCALE_BY_ID[id(self)]
+
+
+@torch.no_grad()
+def test_a_block_using_its_own_identity_is_not_reused():
+    model = _model(ScaledById)
+    for i, layer in enumerate(model.layers):
+        SCALE_BY_ID[id(layer)] = float(i)
+    _same_compiled(model, torch.randn(3, 16), reused=0)
+
+
+class ScaledByIdOfPart(Block):
+    def forward(self, x):
+        return super().forward(x) * SCALE_BY_ID[id(self.up)]
+
+
+@torch.no_grad()
+def test_a_block_using_the_identity_of_a_part_is_not_reused():
+    model = _model(ScaledByIdOfPart)
+    for i, layer in enumerate(model.layers):
+        SCALE_BY_ID[id(layer.up)] = float(i)
+    _same_compiled(model, torch.randn(3, 16), reused=0)
