@@ -60,3 +60,14 @@ def test_a_block_using_the_identity_of_a_part_is_not_reused():
     for i, layer in enumerate(model.layers):
         SCALE_BY_ID[id(layer.up)] = float(i)
     _same_compiled(model, torch.randn(3, 16), reused=0)
+
+
+def test_inference_tensors_as_arguments():
+    # inference tensors keep no version counter: a write to them cannot be
+    # told, so such blocks are traced as usual (it used to be an internal error)
+    model = _model()
+    with torch.inference_mode():
+        x = torch.randn(3, 16)
+        cf, be = compile_counting(model)
+        torch.testing.assert_close(cf(x), model(x))
+    assert be.count == 1 and bytegraph.stats().layers_reused == 0

@@ -237,6 +237,9 @@ def record_block(reuse, tx, module_value, key, arg_spec, arg_tensors, inline):
         why = _pending_writes(tx.side_effects, source)
         if why is None and graph.symbolic_inputs:
             why = "shapes are symbolic"
+        if why is None and any(t.fake.is_inference() for t in arg_tensors):
+            # (torch.inference_mode: no version counter tells whether it writes to them)
+            why = "its arguments are inference tensors"
         if why is not None:
             raise NotReusable(why)
     except NotReusable as why:
