@@ -71,3 +71,27 @@ def test_inference_tensors_as_arguments():
         cf, be = compile_counting(model)
         torch.testing.assert_close(cf(x), model(x))
     assert be.count == 1 and bytegraph.stats().layers_reused == 0
+
+
+class Divided(Block):
+    def forward(self, x, gain=1.0):
+        return super().forward(x) / gain
+
+
+class EachLayer(Stack):
+    """Every layer applied to the same input, with its own constant argument."""
+
+    def forward(self, x, gains):
+        return [layer(x, gain) for layer, gain in zip(self.layers, gains)]
+
+
+@torch.no_grad()
+def test_a_float_argument_matches_by_its_bits():
+    # 0.0 == -0.0, but x / -0.0 is -inf: layer 2 is its own variant
+    model = EachLayer(6, block=Divided).eval()
+    gains = (0.0, 1.0, -0.0, 1.0, 1.0, 1.0)
+    cf, _ = compile_counting(model)
+    x = torch.randn(3, 16)
+    for a, b in zip(cf(x, gains), model(x, gains)):
+        torch.testing.assert_close(a, b)
+    assert bytegraph.stats().layers_reused == 3

@@ -25,6 +25,7 @@ import torch.fx as fx
 
 from . import config
 from .guards import Guard
+from .guard_compiler import _float_bits
 from .layer_reuse import (NotReusable, BlockCheck, BlockRecord, ambient_state, owned_objects, relative_guards,
                           resolve, _BLOCK, _RANDOM_NAMES)
 
@@ -76,7 +77,10 @@ def flatten_args(args, kwargs):
             return ("tuple", tuple(walk(x) for x in v.items))
         if v.is_constant():
             c = v.as_constant()
-            if type(c) in (bool, int, float, str, type(None)):
+            if type(c) is float:
+                # by bits, as a guard compares them: 0.0 == -0.0, yet 1 / x tells them apart
+                return ("c", float, _float_bits(c))
+            if type(c) in (bool, int, str, type(None)):
                 return ("c", type(c), c)
         raise NotReusable(f"an argument is a {v.type_name()}")
     spec = (tuple(walk(a) for a in args), tuple((k, walk(v)) for k, v in kwargs.items()))
