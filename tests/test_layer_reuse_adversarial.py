@@ -95,3 +95,25 @@ def test_a_float_argument_matches_by_its_bits():
     for a, b in zip(cf(x, gains), model(x, gains)):
         torch.testing.assert_close(a, b)
     assert bytegraph.stats().layers_reused == 3
+
+
+
+def _lowered_calls(grad: bool) -> int:
+    from bytegraph.block_graphs import lower_for_backend
+    from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
+    bytegraph.reset()
+    cf, be = compile_counting(_model())
+    with torch.set_grad_enabled(grad):
+        cf(torch.randn(3, 16))
+    assert bytegraph.stats().layers_reused == (4 if grad else 5)
+    lowered = lower_for_backend(be.graphs[0], "inductor")
+    return sum(1 for n in lowered.graph.nodes if n.target is invoke_subgraph)
+
+
+def test_inductor_training_graphs_call_the_blocks_inline():
+    # Inductor's invoke_subgraph backward (torch 2.13) computed wrong gradients
+    # when a layer traced on its own (say with a weight transposed in memory)
+    # sent a gradient laid out unlike the others' into a block call; checked
+    # compiled against eager in /tmp-sized runs, too slow for this file
+    assert _lowered_calls(grad=True) == 0
+    assert _lowered_calls(grad=False) == 6     # inference graphs still share one subgraph

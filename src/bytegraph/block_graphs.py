@@ -26,6 +26,7 @@ import torch.fx as fx
 from . import config
 from .guards import Guard
 from .guard_compiler import _float_bits
+from .logs import log
 from .layer_reuse import (NotReusable, BlockCheck, BlockRecord, ambient_state, owned_objects, relative_guards,
                           resolve, _BLOCK, _RANDOM_NAMES)
 
@@ -458,11 +459,25 @@ def has_blocks(gm: fx.GraphModule) -> bool:
     return any(n.op == "call_function" and isinstance(n.target, BlockCall) for n in gm.graph.nodes)
 
 
+def _block_outputs_need_grad(gm: fx.GraphModule) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.requires_grad
+               for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, BlockCall)
+               for v in n.meta.get("val", ()))
+
+
 def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
     """The graph a backend receives: ``gm`` itself (block calls run the
     subgraph's code), or, for ``aot_eager`` and ``inductor``, a copy whose
     block calls are ``invoke_subgraph`` on one submodule per block."""
     if backend_name not in ("aot_eager", "inductor") or not config.reuse_blocks_invoke_subgraph:
+        return gm
+    if backend_name == "inductor" and _block_outputs_need_grad(gm):
+        # Inductor's backward of invoke_subgraph (torch 2.13) computes wrong
+        # gradients when one call's incoming gradient is laid out unlike
+        # another's (a neighbouring layer traced on its own, with a transposed
+        # weight, is enough; torch.compile's nested_compile_region does the
+        # same): training graphs get plain calls, traced through by AOTAutograd
+        log("layer_reuse", "inductor: block outputs require grad; the blocks are compiled inline")
         return gm
     from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
     root = torch.nn.Module()
