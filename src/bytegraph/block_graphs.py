@@ -25,6 +25,8 @@ import torch.fx as fx
 
 from . import config
 from .guards import Guard
+from .guard_compiler import _float_bits
+from .logs import log
 from .layer_reuse import (NotReusable, BlockCheck, BlockRecord, ambient_state, owned_objects, relative_guards,
                           resolve, _BLOCK, _RANDOM_NAMES)
 
@@ -76,7 +78,10 @@ def flatten_args(args, kwargs):
             return ("tuple", tuple(walk(x) for x in v.items))
         if v.is_constant():
             c = v.as_constant()
-            if type(c) in (bool, int, float, str, type(None)):
+            if type(c) is float:
+                # by bits, as a guard compares them: 0.0 == -0.0, yet 1 / x tells them apart
+                return ("c", float, _float_bits(c))
+            if type(c) in (bool, int, str, type(None)):
                 return ("c", type(c), c)
         raise NotReusable(f"an argument is a {v.type_name()}")
     spec = (tuple(walk(a) for a in args), tuple((k, walk(v)) for k, v in kwargs.items()))
@@ -237,6 +242,9 @@ def record_block(reuse, tx, module_value, key, arg_spec, arg_tensors, inline):
         why = _pending_writes(tx.side_effects, source)
         if why is None and graph.symbolic_inputs:
             why = "shapes are symbolic"
+        if why is None and any(t.fake.is_inference() for t in arg_tensors):
+            # (torch.inference_mode: no version counter tells whether it writes to them)
+            why = "its arguments are inference tensors"
         if why is not None:
             raise NotReusable(why)
     except NotReusable as why:
@@ -323,7 +331,7 @@ def _make_record(reuse, tx, module, source, region, arg_tensors, outputs) -> Blo
         rel = rebase(inp.source, source, _BLOCK)
         roles.append(("tensor", rel) if rel is not None else ("fixed", x))
     owned = owned_objects(module)
-    relative = relative_guards(list(tx.guards), source, owned, module)
+    relative = relative_guards(list(tx.guards), source, owned, module, tx.trace.blocks.identities)
     record = BlockRecord(sum(len(r) for r in reuse.records.values()), source, type(module))
     record.inputs = roles
     record.relative = relative
@@ -451,11 +459,25 @@ def has_blocks(gm: fx.GraphModule) -> bool:
     return any(n.op == "call_function" and isinstance(n.target, BlockCall) for n in gm.graph.nodes)
 
 
+def _block_outputs_need_grad(gm: fx.GraphModule) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.requires_grad
+               for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, BlockCall)
+               for v in n.meta.get("val", ()))
+
+
 def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
     """The graph a backend receives: ``gm`` itself (block calls run the
     subgraph's code), or, for ``aot_eager`` and ``inductor``, a copy whose
     block calls are ``invoke_subgraph`` on one submodule per block."""
     if backend_name not in ("aot_eager", "inductor") or not config.reuse_blocks_invoke_subgraph:
+        return gm
+    if backend_name == "inductor" and _block_outputs_need_grad(gm):
+        # Inductor's backward of invoke_subgraph (torch 2.13) computes wrong
+        # gradients when one call's incoming gradient is laid out unlike
+        # another's (a neighbouring layer traced on its own, with a transposed
+        # weight, is enough; torch.compile's nested_compile_region does the
+        # same): training graphs get plain calls, traced through by AOTAutograd
+        log("layer_reuse", "inductor: block outputs require grad; the blocks are compiled inline")
         return gm
     from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
     root = torch.nn.Module()

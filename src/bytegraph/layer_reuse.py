@@ -146,14 +146,17 @@ def structure(module: torch.nn.Module) -> tuple:
     return (type(module), mods, tensors)
 
 
-def relative_guards(guards, old: Source, owned: Dict[int, object], first) -> List[Guard]:
+def relative_guards(guards, old: Source, owned: Dict[int, object], first, identities=()) -> List[Guard]:
     """The guards among ``guards`` that concern the block at ``old`` (the
     object ``first``), re-rooted at the block check's parameter.
 
     Owned objects (see :func:`owned_objects`) pinned by identity become
     type checks: a sibling has its own.  An ``ALIAS`` to a path outside the
     block becomes identity with the object that path held.  Raises
-    :class:`NotReusable` on a guard kind the rebasing does not model."""
+    :class:`NotReusable` on a guard kind the rebasing does not model, and
+    when the trace used the identity of an owned object as a value
+    (``identities``: the sources :func:`identity_observed` saw, such as
+    ``id(self)``), which a sibling's own object would not share."""
     out = []
     for g in guards:
         sources = ((g.source,) if g.source is not None else ()) + tuple(g.others)
@@ -175,12 +178,26 @@ def relative_guards(guards, old: Source, owned: Dict[int, object], first) -> Lis
                 out.append(Guard("ID_MATCH", inside, target))
             continue
         if g.kind in ("ID_MATCH", "FUNCTION_MATCH") and id(g.expected) in owned:
+            if g.source in identities:
+                raise NotReusable(f"it uses the identity of {g.source.name()} as a value (id(), a cache key)")
             out.append(Guard("TYPE_MATCH", moved[0], type(g.expected)))
             continue
         if any(m is None for m in moved):
             raise NotReusable(f"a guard relates the block to something outside it ({g.describe()})")
         out.append(Guard(g.kind, moved[0], g.expected, tuple(moved[1:])))
     return out
+
+
+def identity_observed(tx, source: Optional[Source]) -> None:
+    """Note that the trace turned the identity of the object at ``source``
+    into a value (``id(obj)``, an ``lru_cache`` key): its ``ID_MATCH`` guard
+    then says more than "a part of this class", so a block it belongs to is
+    not reused for siblings (their parts are other objects).
+
+    Example: ``id_`` in values/frame_builtins.py calls it before baking the number."""
+    blocks = tx.trace.blocks
+    if blocks is not None and source is not None:
+        blocks.identities.add(source)
 
 
 class BlockRecord:
@@ -227,6 +244,8 @@ class BlockReuse:
         #: a block being recorded (nothing inside it is reused)
         self.recording = False
         self._siblings: Dict[Source, int] = {}
+        #: sources whose object's identity became a value (identity_observed)
+        self.identities: set = set()
 
     # -- the decision -----------------------------------------------------
     def call(self, tx, module_value, args, kwargs, inline):

@@ -142,6 +142,7 @@ def super_(tx, args, kwargs):
 
 
 def id_(tx, args, kwargs):
+    from ..layer_reuse import identity_observed
     (v,) = args
     real = v.real_object() if v.source is not None or isinstance(v, ConstantValue) else None
     if real is None or (isinstance(v, ConstantValue) and type(real[0]) in (int, float, str, bytes)):
@@ -149,4 +150,5 @@ def id_(tx, args, kwargs):
     if v.source is not None:
         # the number is baked into the capture: only this very object may reuse it
         tx.guards.add(Guard("ID_MATCH", v.source, real[0]))
+        identity_observed(tx, v.source)
     return const(id(real[0]))

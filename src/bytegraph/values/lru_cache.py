@@ -109,6 +109,8 @@ def _key_part(tx, value, name: str):
             (_identity_hashed(real[0]) or type(real[0]) is type):
         from ..guards import Guard
         tx.guards.add(Guard("ID_MATCH", value.source, real[0]))
+        from ..layer_reuse import identity_observed
+        identity_observed(tx, value.source)
         return real[0]
     raise Unsupported(f"calling lru_cache wrapper {name}() with an argument that is neither a literal nor an "
                       f"object hashed by identity ({value.type_name()})", kind="lru_cache",
