@@ -130,7 +130,8 @@ CORE_PYTHON_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/t
 	tests/test_tracer_containers.py tests/test_compile_time.py tests/test_show.py tests/test_capture_classes.py
 CORE_TORCH_TESTS := tests/test_tracer_tensors.py tests/test_context_managers.py tests/test_soundness.py \
 	tests/test_side_effects.py tests/test_guards.py tests/test_torch_compat.py tests/test_program_fuzzer.py \
-	tests/test_layer_reuse.py tests/test_ddp_split.py tests/test_model_zoo.py tests/test_real_models.py
+	tests/test_layer_reuse.py tests/test_layer_reuse_adversarial.py tests/test_ddp_split.py tests/test_model_zoo.py \
+	tests/test_real_models.py
 CORE ?= all
 CORE_TESTS = $(if $(filter torch,$(CORE)),,$(CORE_PYTHON_TESTS)) $(CORE_TORCH_TESTS)
 test-core: $(MODELS_STAMP) native
