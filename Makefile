@@ -13,6 +13,7 @@
 #   make setup       create/refresh the venv and build the native checks, run nothing
 #   make native      (re)build the native guard checks (done by every target above)
 #   make browser     install Debian's chromium + chromedriver (root; for the report's browser test)
+#   make valgrind    install Debian's valgrind (root; for the benchmark's instruction counts and their test)
 #   make clean       remove the venv and build/test debris
 #
 # Supported: Python 3.11-3.13, torch 2.13.x and 2.14.x.  Each Python/torch
@@ -66,7 +67,7 @@ DEV_REQS := $(if $(strip $(TORCH)),$(VENV)/requirements-dev-torch$(strip $(TORCH
 MODELS_STAMP := $(VENV)/.bytegraph-models.stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help venv setup native demo test test-core test-models test-cpython bench bench-quick bench-scale bench-zoo bench-dist clean browser
+.PHONY: help venv setup native demo test test-core test-models test-cpython bench bench-quick bench-scale bench-zoo bench-dist clean browser valgrind
 
 help:
 	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
@@ -192,3 +193,9 @@ clean:
 browser:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then echo "chromium: installed"; \
 	else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; fi
+
+# Debian's valgrind (callgrind and its headers), for the benchmark's counted
+# metric (bench/run.py --metrics instructions; bench/callgrind.py) and its test.
+valgrind:
+	@if command -v valgrind >/dev/null && test -f /usr/include/valgrind/callgrind.h; then echo "valgrind: installed"; \
+	else apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; fi

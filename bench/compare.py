@@ -40,6 +40,9 @@ MEASUREMENTS = [
     ("cold", "beyond_torch_imports_ms", "cold, outside torch imports (ms)", 1.0),
     ("overhead", "overhead_us", "per-call overhead (µs)", 2.0),
     ("overhead", "outside_graph_us", "outside the graphs (µs/call)", 2.0),
+    ("instructions", "first_call_minstr", "first call, warm (M instructions)", 0.0),
+    ("instructions", "overhead_kinstr", "per-call overhead (K instructions)", 0.0),
+    ("instructions", "outside_graph_kinstr", "outside the graphs (K instructions/call)", 0.0),
     ("inductor", "compiled_ms", "inductor, per call (ms)", 0.0),
 ]
 

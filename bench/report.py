@@ -302,6 +302,19 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
          "graph for skipping eager Python code.",
          lambda: two_frontend_table(res, "overhead", "outside_graph_us",
                                     lead=shared_column(res, "in-graph µs/call", "overhead", "in_graph_us"))),
+        ("instructions", "First call, warm, in instructions (millions)",
+         'The `first_call` measurement counted instead of timed: CPU instructions executed, under valgrind\'s '
+         "callgrind (`bench/callgrind.py`), one run per cell; deterministic, so it compares two machines or "
+         "two interpreters where timings cannot.",
+         lambda: two_frontend_table(res, "instructions", "first_call_minstr")),
+        ("instructions", "Steady-state per-call overhead over eager, in instructions (thousands per call)",
+         "(compiled − plain eager) instructions per call, 200 calls each, counted by callgrind.",
+         lambda: two_frontend_table(res, "instructions", "overhead_kinstr",
+                                    lead=shared_column(res, "eager kinstr/call", "instructions", "eager_kinstr"))),
+        ("instructions", "Steady-state instructions outside the captured graphs (thousands per call)",
+         "The same calls with callgrind's counting switched off inside every graph call: what the frontend "
+         "executes around its graphs.",
+         lambda: two_frontend_table(res, "instructions", "outside_graph_kinstr")),
         ("inductor", 'Steady state with backend="inductor"',
          "Per-call time of the compiled function and speedup over eager (higher speedup is better).",
          lambda: inductor_table(res)),

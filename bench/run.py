@@ -35,6 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from bench import callgrind  # noqa: E402
 from bench.report import render  # noqa: E402
 from bench.worker import FRONTENDS, MARKER, METRICS  # noqa: E402  (light: imports torch only)
 from bench import workloads as W  # noqa: E402
@@ -69,6 +70,7 @@ def full_plan() -> Dict[str, List[str]]:
         "cold": [n for n in ("pointwise_1", "pointwise_64", "mlp", "gpt_closures", "graph_breaks",
                              "hf_gpt2") if n in W.WORKLOADS],
         "overhead": names,
+        "instructions": names,
         "inductor": [n for n in names if W.WORKLOADS[n].inductor],
         "inductor_first": SCALE_PLAN["inductor_first"],
         "inductor_warm": SCALE_PLAN["inductor_warm"],
@@ -104,6 +106,39 @@ def run_worker(workload: str, frontend: str, metric: str, env: Dict[str, str], t
             return result
     tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["no output"]
     return dict(base, error=f"worker exit {proc.returncode}: {tail[0][:160]}", wall_s=wall)
+
+
+def run_counted(workloads: Sequence[str], env: Dict[str, str], timeout: float,
+                python: str = sys.executable) -> List[Dict[str, Any]]:
+    """The ``instructions`` metric of ``workloads`` on both frontends: one process
+    under callgrind imports torch once and forks a child per measurement
+    (``bench.worker ... forked``); counts are deterministic, so one run is enough
+    and the interpreters need not interleave."""
+    pairs = [(w, fe) for k, w in enumerate(workloads)
+             for fe in (FRONTENDS if k % 2 == 0 else tuple(reversed(FRONTENDS)))]
+    base = {"metric": "instructions", "ok": False, "repeat": 0, "python_exe": python}
+    why = callgrind.available()
+    if why:
+        return [dict(base, workload=w, frontend=fe, error=f"instructions metric: {why}") for w, fe in pairs]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bytegraph-bench-cg-") as out:
+        cmd = callgrind.valgrind_command(os.path.join(out, "cg")) + [
+            python, "-m", "bench.worker", ",".join(f"{w}:{fe}" for w, fe in pairs), "forked", "instructions"]
+        try:
+            proc = subprocess.run(cmd, cwd=REPO, env=dict(env, **{callgrind.OUT_ENV: os.path.join(out, "cg")}),
+                                  capture_output=True, text=True, timeout=timeout)
+            stdout, err = proc.stdout, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        except subprocess.TimeoutExpired as e:
+            stdout, err = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), \
+                f"timeout after {timeout:.0f} s"
+    got = {}
+    for line in stdout.splitlines():
+        if line.startswith(MARKER):
+            r = json.loads(line[len(MARKER):])
+            got[(r["workload"], r["frontend"])] = dict(r, repeat=0, python_exe=python)
+    print(f"  counted {len(got)}/{len(pairs)} measurements under callgrind with {python} in "
+          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return [got.get(p) or dict(base, workload=p[0], frontend=p[1], error=err) for p in pairs]
 
 
 @contextlib.contextmanager
@@ -251,12 +286,20 @@ def main(argv=None) -> int:
     inductor_args = ["--batches", "11", "--batch-ms", "50"]
 
     have_tf = transformers_available()
+    no_callgrind = callgrind.available() if "instructions" in (metrics or plan) else None
+    if no_callgrind:
+        # counted metrics need valgrind (make valgrind); the timed ones run without it
+        print(f"bench: skipping the instructions metric: {no_callgrind} (make valgrind)", file=sys.stderr)
+        plan = {m: names for m, names in plan.items() if m != "instructions"}
     jobs, skipped = build_jobs(plan, workloads, metrics, have_tf)
     if not jobs:
         print("nothing to run", file=sys.stderr)
         return 2
 
     pythons = [sys.executable] + ([a.also_python] if a.also_python else [])
+    # instruction counts are deterministic: one run each, all in one forking process per interpreter
+    counted = [name for name, m in jobs if m == "instructions"]
+    jobs = [(name, m) for name, m in jobs if m != "instructions"]
     n_runs = len(jobs) * len(FRONTENDS) * repeat * len(pythons)
     print(f"bench: {len(jobs)} measurements x {len(FRONTENDS)} frontends x {repeat} repeat(s) = {n_runs} worker "
           f"processes ({'quick' if a.quick else 'scale' if a.scale else 'full'})", file=sys.stderr)
@@ -294,6 +337,13 @@ def main(argv=None) -> int:
                         tag = f" {os.path.basename(os.path.dirname(os.path.dirname(py)))}" if len(pythons) > 1 else ""
                         print(f"  [{done:3d}/{n_runs}] {name:20s} {metric:10s} {fe:9s}{tag} "
                               f"{res.get('wall_s', 0):6.1f} s {status}", file=sys.stderr, flush=True)
+        if counted:
+            print(f"bench: counting instructions of {len(counted)} workload(s) x {len(FRONTENDS)} frontends under "
+                  f"callgrind, one process per interpreter, side by side", file=sys.stderr, flush=True)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(len(pythons)) as pool:
+                for batch in pool.map(lambda py: run_counted(counted, env, timeout * 40, py), pythons):
+                    results.extend(batch)
     elapsed = time.perf_counter() - started
 
     outputs = [(sys.executable, a.output, a.json)]
@@ -309,6 +359,8 @@ def main(argv=None) -> int:
         info["wall time"] = f"{elapsed:.0f} s"
         if skipped:
             info["skipped"] = f"{', '.join(skipped)} (transformers not installed)"
+        if no_callgrind:
+            info["instruction counts"] = f"not measured: {no_callgrind} (make valgrind)"
         text = render(mine, info)
         print(text, end="", flush=True)
         if output and output != "-":

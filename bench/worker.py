@@ -3,6 +3,7 @@
 Usage::
 
     python -m bench.worker <workload> <frontend> <metric> [--batches N] [--batch-ms MS]
+    python -m bench.worker <workload>:<frontend>,... forked <metric>   # one forked child each
 
 ``frontend`` is ``torch`` (torch.compile) or ``bytegraph``; ``metric`` is one of
 
@@ -19,6 +20,13 @@ Usage::
   interleaved batches of calls; medians over batches.  Then, after a reset,
   a second compile with graphs that time themselves gives the per-call time
   spent outside the graphs (the frontend's own cost around them).
+* ``instructions``: the ``first_call`` and ``overhead`` measurements counted in
+  CPU instructions instead of time, under valgrind's callgrind (``bench/run.py``
+  starts the worker under it; see ``bench/callgrind.py``): the warm first call,
+  the compiled and the eager function's instructions per call, and the
+  compiled call's instructions outside its graphs.  Deterministic where
+  timings of a few microseconds are not, so it is what compares two
+  interpreters' per-call ratios.
 * ``inductor``: steady-state per-call time with backend="inductor" against
   eager, and the speedup.
 * ``inductor_first``: the first call with backend="inductor" in a process
@@ -57,7 +65,8 @@ from typing import Any, Dict, List, Tuple
 
 MARKER = "BENCH_JSON:"
 FRONTENDS = ("torch", "bytegraph")
-METRICS = ("first_call", "cold", "overhead", "inductor", "inductor_first", "inductor_warm", "memory")
+METRICS = ("first_call", "cold", "overhead", "instructions", "inductor", "inductor_first", "inductor_warm",
+           "memory")
 
 # Same threading for both frontends, before torch is imported.
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -115,6 +124,32 @@ class TimingEager:
             self.in_graph_ns += clock() - t0
             return out
         return timed
+
+
+class UncountedEager:
+    """Like :class:`CountingEager`, but callgrind does not count the instructions
+    spent inside the graphs (collection is toggled off around each graph call)."""
+
+    def __init__(self, cg):
+        self.count = 0
+        self.graph_calls = 0
+        self._cg = cg
+
+    def __call__(self, gm, example_inputs):
+        self.count += 1
+        return self.wrap(gm.forward)
+
+    def wrap(self, forward):
+        toggle = self._cg.toggle
+
+        def uncounted(*args):
+            toggle()
+            try:
+                self.graph_calls += 1
+                return forward(*args)
+            finally:
+                toggle()
+        return uncounted
 
 
 class TorchFrontend:
@@ -397,6 +432,94 @@ def measure_overhead(fe, case: W.Case, batches: int, batch_ms: float) -> Dict[st
     return out
 
 
+def measure_instructions(fe, case: W.Case, calls: int = 200, warm: int = 300) -> Dict[str, Any]:
+    """Instruction counts (see the module docstring); ``calls`` calls per steady-state count,
+    after ``warm`` uncounted ones."""
+    from bench.callgrind import Callgrind
+    cg = Callgrind.load()
+    # instrumented from here: code costs more on its first run after callgrind starts
+    # instrumenting, so the eager runs before the first call take that cost for the
+    # code they share with it (torch's operators), as they do in first_call's timing
+    cg.start()
+    expected = call(case.fn, case)
+    for _ in range(3):
+        call(case.fn, case)
+    gc.collect()
+    counter = CountingEager()
+    cg.count("eager warm-up")
+    compiled = fe.compile(case.fn, counter)
+    result = call(compiled, case)
+    first = cg.count("first call")
+    graphs_after_first = counter.count
+    # warm: the interpreter specializes the code over its first runs (and backs off
+    # for a while where it cannot), which would land in the counts
+    for _ in range(warm):
+        call(compiled, case)
+        call(case.fn, case)
+        call(_noop, case)
+    gc.collect()
+    gc.disable()        # a collection would land in one loop and not the other
+    try:
+        cg.count("warm-up")
+        for _ in range(calls):
+            call(compiled, case)
+        compiled_n = cg.count("compiled calls")
+        for _ in range(calls):
+            call(case.fn, case)
+        eager_n = cg.count("eager calls")
+        # the loop itself, so that per-call counts hold only the calls
+        for _ in range(calls):
+            call(_noop, case)
+        loop_n = cg.count("empty loop")
+    finally:
+        gc.enable()
+    out = {"first_call_minstr": first / 1e6,
+           "compiled_kinstr": (compiled_n - loop_n) / calls / 1e3,
+           "eager_kinstr": (eager_n - loop_n) / calls / 1e3,
+           "overhead_kinstr": (compiled_n - eager_n) / calls / 1e3,
+           "calls": calls, "steady_state_new_graphs": counter.count - graphs_after_first}
+    out.update(graph_summary(fe, counter))
+    out.update(check(expected, result, EAGER_RTOL, EAGER_ATOL))
+    # the same steady state with the graphs' own instructions left out
+    del compiled
+    fe.reset()
+    uncounted = UncountedEager(cg)
+    compiled = fe.compile(case.fn, uncounted)
+    wrapped_noop = uncounted.wrap(_noop)
+    for _ in range(warm):
+        call(compiled, case)
+        wrapped_noop()
+        _noop()
+    gc.collect()
+    gc.disable()
+    try:
+        cg.count("warm-up")
+        uncounted.graph_calls = 0
+        for _ in range(calls):
+            call(compiled, case)
+        outside_n = cg.count("compiled calls, graphs not counted")
+        graph_calls = uncounted.graph_calls
+        # what the toggling wrapper itself leaves in the count, per graph call
+        for _ in range(calls):
+            wrapped_noop()
+        wrapper_n = cg.count("the wrapper around a no-op")
+        for _ in range(calls):
+            _noop()
+        noop_n = cg.count("a no-op")
+    finally:
+        gc.enable()
+    cg.stop()
+    per_wrapper = (wrapper_n - noop_n) / calls
+    out["outside_graph_kinstr"] = (outside_n - loop_n - graph_calls * per_wrapper) / calls / 1e3
+    out["graph_calls_per_call"] = graph_calls / calls
+    return out
+
+
+def _noop(*args, **kwargs):
+    """Called like the workload, it is what the loop and ``call`` cost around it."""
+    return None
+
+
 def measure_inductor(fe, case: W.Case, batches: int, batch_ms: float) -> Dict[str, Any]:
     expected = call(case.fn, case)
     compiled = fe.compile(case.fn, "inductor")
@@ -543,7 +666,7 @@ def run(workload: str, frontend: str, metric: str, batches: int, batch_ms: float
     fe = get_frontend(frontend)
     if metric != "cold":
         fe.load()
-    if metric in ("first_call", "memory"):
+    if metric in ("first_call", "memory", "instructions"):
         warm_up_frontend(fe)
     if metric == "memory":
         return measure_memory(fe)
@@ -552,6 +675,8 @@ def run(workload: str, frontend: str, metric: str, batches: int, batch_ms: float
         return measure_first_call(fe, case, cold=metric == "cold")
     if metric == "overhead":
         return measure_overhead(fe, case, batches, batch_ms)
+    if metric == "instructions":
+        return measure_instructions(fe, case)
     if metric == "inductor":
         return measure_inductor(fe, case, batches, batch_ms)
     if metric in ("inductor_first", "inductor_warm"):
@@ -559,18 +684,12 @@ def run(workload: str, frontend: str, metric: str, batches: int, batch_ms: float
     raise ValueError(f"unknown metric {metric!r}")
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("workload", choices=sorted(W.WORKLOADS) + [W.MEMORY_WORKLOAD])
-    p.add_argument("frontend", choices=FRONTENDS)
-    p.add_argument("metric", choices=METRICS)
-    p.add_argument("--batches", type=int, default=21, help="timed batches per function (overhead, inductor)")
-    p.add_argument("--batch-ms", type=float, default=20.0, help="target duration of one batch")
-    a = p.parse_args(argv)
+def measure_and_print(workload: str, frontend: str, metric: str, batches: int, batch_ms: float) -> None:
+    """One measurement; its result is printed as one ``MARKER`` line."""
     t0 = time.perf_counter()
-    result: Dict[str, Any] = {"workload": a.workload, "frontend": a.frontend, "metric": a.metric}
+    result: Dict[str, Any] = {"workload": workload, "frontend": frontend, "metric": metric}
     try:
-        result.update(run(a.workload, a.frontend, a.metric, a.batches, a.batch_ms))
+        result.update(run(workload, frontend, metric, batches, batch_ms))
         result["ok"] = True
     except Exception as exc:  # a failure is a result, never a crash of the benchmark
         result.update(ok=False, error=short_error(exc), traceback=traceback.format_exc()[-4000:])
@@ -580,6 +699,51 @@ def main(argv=None) -> int:
         result["bytegraph_native"] = sys.modules["bytegraph"].native.status()
     sys.stdout.flush()
     print(MARKER + json.dumps(result, default=str), flush=True)
+
+
+def run_forked(jobs: List[Tuple[str, str]], metric: str, batches: int, batch_ms: float) -> None:
+    """Each ``(workload, frontend)`` measured in a child forked from this process,
+    which has imported torch (and transformers, when a job needs it) but nothing
+    else: a fresh process per measurement, without paying the import each time.
+    The ``instructions`` metric uses this because under valgrind importing torch
+    takes a minute or two (the CUDA builds' libraries are large)."""
+    if any(W.WORKLOADS[w].needs_transformers for w, _fe in jobs if w in W.WORKLOADS):
+        import transformers  # noqa: F401
+    for workload, frontend in jobs:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                measure_and_print(workload, frontend, metric, batches, batch_ms)
+            except BaseException:
+                code = 1
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            print(MARKER + json.dumps({"workload": workload, "frontend": frontend, "metric": metric,
+                                       "ok": False, "error": f"forked worker exit status {status}"}), flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", help="a workload, or with --forked a comma-separated list of workload:frontend")
+    p.add_argument("frontend", choices=FRONTENDS + ("forked",))
+    p.add_argument("metric", choices=METRICS)
+    p.add_argument("--batches", type=int, default=21, help="timed batches per function (overhead, inductor)")
+    p.add_argument("--batch-ms", type=float, default=20.0, help="target duration of one batch")
+    a = p.parse_args(argv)
+    if a.frontend == "forked":
+        jobs = [tuple(job.split(":")) for job in a.workload.split(",")]
+        for w, fe in jobs:
+            if w not in W.WORKLOADS or fe not in FRONTENDS:
+                p.error(f"bad job {w}:{fe}")
+        run_forked(jobs, a.metric, a.batches, a.batch_ms)
+        return 0
+    if a.workload not in W.WORKLOADS and a.workload != W.MEMORY_WORKLOAD:
+        p.error(f"unknown workload {a.workload!r}")
+    measure_and_print(a.workload, a.frontend, a.metric, a.batches, a.batch_ms)
     return 0
 
 
