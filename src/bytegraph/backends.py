@@ -30,10 +30,10 @@ def _boxed_nop(gm, example_inputs):
 
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs):
-    """AOTAutograd with the min-cut partitioner, then eager kernels: torch's
-    ``aot_eager`` (torch 2.13's picks its partition so; its default
-    partitioner recomputes a multi-output op such as attention in the
-    backward, an attention forward more per layer and step)."""
+    """AOTAutograd with the min-cut partitioner, then eager kernels, as torch's
+    ``aot_eager`` (torch 2.13).  The default partitioner would run a
+    multi-output forward op such as attention again in the backward: one
+    attention forward more per layer and step."""
     from functorch.compile import min_cut_rematerialization_partition
     from torch._functorch.aot_autograd import aot_module_simplified
     return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
