@@ -119,6 +119,30 @@ def test_torch_debugging_backend_names():
     torch.testing.assert_close(g(y), torch.nn.functional.gelu(y) + 1)
 
 
+def test_aot_eager_partitions_as_torchs_aot_eager():
+    """``"aot_eager"`` is torch's: AOTAutograd with the min-cut partitioner, which
+    saves attention's outputs for the backward; the default partitioner
+    (``"aot_eager_default_partitioner"``) runs attention's forward again in it."""
+    from torch.profiler import profile
+
+    def f(q, k, v, w):
+        return (torch.nn.functional.scaled_dot_product_attention(q @ w, k, v, is_causal=True) * 2).sum()
+
+    def forward_calls(backend):
+        q, k, v = (torch.randn(2, 2, 8, 4) for _ in range(3))
+        w = torch.randn(4, 4, requires_grad=True)
+        g = bytegraph.compile(f, backend=backend)
+        g(q, k, v, w).backward()
+        expected = w.grad.clone()
+        w.grad = None
+        with profile() as p:
+            g(q, k, v, w).backward()
+        torch.testing.assert_close(w.grad, expected)
+        return sum(e.count for e in p.key_averages() if e.key == "aten::_scaled_dot_product_flash_attention_for_cpu")
+
+    assert forward_calls("aot_eager") == 1
+
+
 def test_backend_registered_with_torch_is_found_by_name():
     from torch._dynamo.backends.registry import register_backend
     calls = []

@@ -30,6 +30,20 @@ class T(unittest.TestCase):
         self.assertIn(2, [1, 2, 3])
 '''
 
+SLOW_EAGERLY = '''
+import time
+import unittest
+
+class S(unittest.TestCase):
+    def test_fast(self):
+        self.assertTrue(True)
+
+    def test_slow_eagerly(self):
+        end = time.process_time() + 0.4
+        while time.process_time() < end:
+            pass
+'''
+
 
 @pytest.fixture
 def fake_package(tmp_path, monkeypatch):
@@ -49,10 +63,19 @@ def test_counts_eager_passes_and_transformed_runs(fake_package):
     assert res["eager"] == 2                      # the failing and the skipped test do not count
     assert res["compiled"] == 2 and res["broken"] == []
     assert res["clean"] == 2                      # transformed, no frame ran eagerly
-    # the slowest compiled tests, slowest first (compile time included)
-    assert [name for _, name in res["slowest"]] and all(s >= 0 for s, _ in res["slowest"])
+    # the tests with the most CPU time added by compiling, most first
     assert {name for _, name in res["slowest"]} == {"test_fake.T.test_pass", "test_fake.T.test_other"}
-    assert "slowest" in suite._line(res)
+    assert "most added" in suite._line(res)
+
+
+def test_the_slowest_list_counts_what_compiling_added(fake_package, tmp_path):
+    (tmp_path / fake_package / "test_slowfake.py").write_text(textwrap.dedent(SLOW_EAGERLY))
+    res = suite.run_module("test_slowfake", package=fake_package)
+    added = {name: s for s, name in res["slowest"]}
+    assert set(added) == {"test_slowfake.S.test_fast", "test_slowfake.S.test_slow_eagerly"}
+    assert [s for s, _ in res["slowest"]] == sorted(added.values(), reverse=True)
+    # 0.4 s of CPU eagerly and about as much compiled: compiling added far less than that
+    assert added["test_slowfake.S.test_slow_eagerly"] < 0.25, added
 
 
 def test_a_test_failing_only_compiled_is_broken(fake_package, monkeypatch):

@@ -255,3 +255,50 @@ def test_class_with_a_raising_metaclass_eq_is_not_compared_with_dtensor_placemen
     import torch.distributed.tensor  # noqa: F401
     from test_python_semantics import test_class_with_a_raising_metaclass_eq_is_wrapped_without_comparing as check
     check()
+
+
+class TwoLayerBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(WIDTH, WIDTH)
+        self.b = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x):
+        h = self.a(x)
+        for _ in range(4):
+            h = h.tanh() * 0.5 + h.sigmoid()
+        return x + self.b(h)
+
+
+class Stack(nn.Module):
+    """Four identical blocks: layer reuse records the first and reuses it."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.blocks = nn.ModuleList([TwoLayerBlock() for _ in range(4)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_buckets_closing_inside_reused_blocks_are_cut_there(backend):
+    """DDP's buckets close parameter by parameter, here inside a block (three of the
+    eight layers per bucket).  A reused block is one graph node, which no cut can
+    split: under DDP's cuts the blocks are traced layer by layer, so every bucket
+    gets its own piece (with reuse: two pieces of two blocks each, and a bucket's
+    all-reduce waiting for the rest of its piece's backward)."""
+    x = torch.randn(3, WIDTH)
+    bytegraph.compile(Stack(), backend=CountingBackend(backend))(x)
+    assert bytegraph.stats().layers_reused >= 2          # the model does hit layer reuse
+    bytegraph.reset()
+    xs = [torch.randn(3, WIDTH) for _ in range(3)]
+    counting = compare_with_eager(Stack, xs, 3 * LAYER_BYTES, backend)
+    assert bytegraph.stats().layers_reused == 0
+    # buckets of 3, 3 and 2 layers (last used first): pieces of 2, 3 and 3 linear layers
+    assert counting.count == 3
+    linears = [sum("linear" in str(n.target) for n in g.graph.nodes) for g in counting.graphs]
+    assert linears == [2, 3, 3]

@@ -30,6 +30,19 @@ def _boxed_nop(gm, example_inputs):
 
 
 def _aot_eager(gm: torch.fx.GraphModule, example_inputs):
+    """AOTAutograd with the min-cut partitioner, then eager kernels, as torch's
+    ``aot_eager`` (torch 2.13).  The default partitioner would run a
+    multi-output forward op such as attention again in the backward: one
+    attention forward more per layer and step."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._functorch.aot_autograd import aot_module_simplified
+    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
+                                 partition_fn=min_cut_rematerialization_partition,
+                                 keep_inference_input_mutations=True)
+
+
+def _aot_eager_default_partitioner(gm: torch.fx.GraphModule, example_inputs):
+    """AOTAutograd with its default partitioner (torch's debugging backend of that name)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
                                  keep_inference_input_mutations=True)
@@ -57,7 +70,7 @@ def _aot_eager_partitioned(gm: torch.fx.GraphModule, example_inputs):
 
 BACKENDS = {"eager": _eager, "aot_eager": _aot_eager, "inductor": _inductor,
             # torch's debugging names for the same pipelines
-            "aot_eager_default_partitioner": _aot_eager, "aot_eager_decomp_partition": _aot_eager_partitioned}
+            "aot_eager_default_partitioner": _aot_eager_default_partitioner, "aot_eager_decomp_partition": _aot_eager_partitioned}
 for _fn in BACKENDS.values():
     _fn.takes_fake_inputs = True
 

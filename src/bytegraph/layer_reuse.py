@@ -229,6 +229,14 @@ class BlockRecord:
         return f"BlockRecord({self.module_type.__qualname__} at {self.first_source.name()}, {self.layers} layers)"
 
 
+def _ddp_cuts_graphs() -> bool:
+    """Whether the graph being traced will be cut at DDP's gradient buckets."""
+    if not config.ddp_bucket_split or not torch.distributed.is_available():
+        return False
+    from .distributed.ddp import active_ddp
+    return active_ddp() is not None
+
+
 class BlockReuse:
     """The records of one trace, and the decision at each module call."""
 
@@ -246,11 +254,18 @@ class BlockReuse:
         self._siblings: Dict[Source, int] = {}
         #: sources whose object's identity became a value (identity_observed)
         self.identities: set = set()
+        #: under a DDP forward whose graphs are cut at the gradient buckets
+        #: (distributed/ddp.py) nothing is reused: a block call is one node,
+        #: so a cut could only fall between layers, while DDP's buckets
+        #: (parameter by parameter) close inside them; the buckets' pieces
+        #: would then hold more than one bucket each, and the all-reduce of
+        #: a bucket would wait for the whole of its piece's backward
+        self.off_for_ddp = _ddp_cuts_graphs()
 
     # -- the decision -----------------------------------------------------
     def call(self, tx, module_value, args, kwargs, inline):
         """``module_value(*args, **kwargs)``: reused, recorded, or just ``inline()``."""
-        if self.recording or not config.reuse_blocks:
+        if self.recording or not config.reuse_blocks or self.off_for_ddp:
             return inline()
         module = module_value.obj
         source = module_value.source
