@@ -308,7 +308,7 @@ def render(results: List[Dict[str, Any]], info: Dict[str, str]) -> str:
          "two interpreters where timings cannot.",
          lambda: two_frontend_table(res, "instructions", "first_call_minstr")),
         ("instructions", "Steady-state per-call overhead over eager, in instructions (thousands per call)",
-         "(compiled − plain eager) instructions per call, 200 calls each, counted by callgrind.",
+         "(compiled − plain eager) instructions per call, averaged over 10–200 calls (fewer for workloads whose call runs millions of instructions), counted by callgrind.",
          lambda: two_frontend_table(res, "instructions", "overhead_kinstr",
                                     lead=shared_column(res, "eager kinstr/call", "instructions", "eager_kinstr"))),
         ("instructions", "Steady-state instructions outside the captured graphs (thousands per call)",

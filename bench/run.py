@@ -124,20 +124,25 @@ def run_counted(workloads: Sequence[str], env: Dict[str, str], timeout: float,
     with tempfile.TemporaryDirectory(prefix="bytegraph-bench-cg-") as out:
         cmd = callgrind.valgrind_command(os.path.join(out, "cg")) + [
             python, "-m", "bench.worker", ",".join(f"{w}:{fe}" for w, fe in pairs), "forked", "instructions"]
-        try:
-            proc = subprocess.run(cmd, cwd=REPO, env=dict(env, **{callgrind.OUT_ENV: os.path.join(out, "cg")}),
-                                  capture_output=True, text=True, timeout=timeout)
-            stdout, err = proc.stdout, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
-        except subprocess.TimeoutExpired as e:
-            stdout, err = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), \
-                f"timeout after {timeout:.0f} s"
-    got = {}
-    for line in stdout.splitlines():
-        if line.startswith(MARKER):
-            r = json.loads(line[len(MARKER):])
-            got[(r["workload"], r["frontend"])] = dict(r, repeat=0, python_exe=python)
-    print(f"  counted {len(got)}/{len(pairs)} measurements under callgrind with {python} in "
-          f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        got = {}
+        with tempfile.TemporaryFile("w+") as errors:
+            proc = subprocess.Popen(cmd, cwd=REPO, env=dict(env, **{callgrind.OUT_ENV: os.path.join(out, "cg")}),
+                                    stdout=subprocess.PIPE, stderr=errors, text=True)
+            # each child's result as it comes (a run stopped early keeps what it measured)
+            for line in proc.stdout:
+                if line.startswith(MARKER):
+                    r = json.loads(line[len(MARKER):])
+                    got[(r["workload"], r["frontend"])] = dict(r, repeat=0, python_exe=python)
+                    print(f"  [{len(got):3d}/{len(pairs)}] {r['workload']:20s} instructions {r['frontend']:9s} "
+                          f"{os.path.basename(os.path.dirname(os.path.dirname(python)))} "
+                          f"{time.perf_counter() - t0:6.0f} s {'ok' if r.get('ok') else 'FAILED'}",
+                          file=sys.stderr, flush=True)
+                if time.perf_counter() - t0 > timeout:
+                    proc.kill()
+                    break
+            proc.wait()
+            errors.seek(0)
+            err = f"exit {proc.returncode}: {errors.read().strip()[-300:]}"
     return [got.get(p) or dict(base, workload=p[0], frontend=p[1], error=err) for p in pairs]
 
 
@@ -353,9 +358,15 @@ def main(argv=None) -> int:
         mine = [res for res in results if res["python_exe"] == py]
         info = describe_machine(mine, rev_at_start, py)
         mode = 'quick' if a.quick else 'scale' if a.scale else 'full'
-        info["mode"] = f"{mode}, {repeat} fresh-process repetition(s) per cell"
-        if a.also_python:
-            info["mode"] += "; workers interleaved with another interpreter's"
+        if jobs:
+            info["mode"] = f"{mode}, {repeat} fresh-process repetition(s) per cell"
+            if a.also_python:
+                info["mode"] += "; workers interleaved with another interpreter's"
+        else:
+            info["mode"] = f"{mode}, instruction counts only"
+        if counted:
+            info["instruction counts"] = ("one run per cell, each in a child forked from one process "
+                                          "under callgrind per interpreter")
         info["wall time"] = f"{elapsed:.0f} s"
         if skipped:
             info["skipped"] = f"{', '.join(skipped)} (transformers not installed)"

@@ -432,9 +432,16 @@ def measure_overhead(fe, case: W.Case, batches: int, batch_ms: float) -> Dict[st
     return out
 
 
-def measure_instructions(fe, case: W.Case, calls: int = 200, warm: int = 300) -> Dict[str, Any]:
-    """Instruction counts (see the module docstring); ``calls`` calls per steady-state count,
-    after ``warm`` uncounted ones."""
+#: instructions per steady-state count: enough calls for a stable average (a count
+#: is exact; the calls only average out per-call differences), few enough that a
+#: model whose call runs millions of instructions does not take minutes under callgrind
+COUNT_BUDGET = 40e6
+
+
+def measure_instructions(fe, case: W.Case) -> Dict[str, Any]:
+    """Instruction counts (see the module docstring): each steady-state count
+    covers ``calls`` calls (10 to 200, from ``COUNT_BUDGET`` and one eager
+    call's count), after ``warm`` uncounted ones."""
     from bench.callgrind import Callgrind
     cg = Callgrind.load()
     # instrumented from here: code costs more on its first run after callgrind starts
@@ -445,8 +452,15 @@ def measure_instructions(fe, case: W.Case, calls: int = 200, warm: int = 300) ->
     for _ in range(3):
         call(case.fn, case)
     gc.collect()
-    counter = CountingEager()
     cg.count("eager warm-up")
+    call(case.fn, case)
+    probe = cg.count("one eager call")
+    # the same for both frontends: it depends on the eager function only (to within a
+    # few percent of one call's count, which lands in one bucket of 10 calls)
+    calls = int(max(10, min(200, COUNT_BUDGET / max(probe, 1) // 10 * 10)))
+    warm = max(50, min(300, calls * 3 // 2))
+    counter = CountingEager()
+    cg.count("eager probe")
     compiled = fe.compile(case.fn, counter)
     result = call(compiled, case)
     first = cg.count("first call")
