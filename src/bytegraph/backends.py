@@ -35,17 +35,14 @@ def _aot_eager(gm: torch.fx.GraphModule, example_inputs):
     multi-output forward op such as attention again in the backward: one
     attention forward more per layer and step."""
     from functorch.compile import min_cut_rematerialization_partition
-    from torch._functorch.aot_autograd import aot_module_simplified
-    return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
-                                 partition_fn=min_cut_rematerialization_partition,
-                                 keep_inference_input_mutations=True)
+    return _aot_eager_default_partitioner(gm, example_inputs, partition_fn=min_cut_rematerialization_partition)
 
 
-def _aot_eager_default_partitioner(gm: torch.fx.GraphModule, example_inputs):
+def _aot_eager_default_partitioner(gm: torch.fx.GraphModule, example_inputs, **partition):
     """AOTAutograd with its default partitioner (torch's debugging backend of that name)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     return aot_module_simplified(gm, example_inputs, fw_compiler=_boxed_nop, bw_compiler=_boxed_nop,
-                                 keep_inference_input_mutations=True)
+                                 keep_inference_input_mutations=True, **partition)
 
 
 def _inductor(gm: torch.fx.GraphModule, example_inputs):
