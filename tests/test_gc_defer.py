@@ -64,7 +64,7 @@ def test_thresholds_come_back_after_a_failing_compile():
 
 
 def test_nested_compile_restores_once_at_the_outermost():
-    gc.set_threshold(600, 10, 10)
+    gc.set_threshold(800, 10, 10)
     inner_seen = []
     inner = bytegraph.compile(lambda x: x * 3, backend=_recording_backend(inner_seen))
     outer_seen = []
@@ -75,10 +75,33 @@ def test_nested_compile_restores_once_at_the_outermost():
         return gm.forward
 
     bytegraph.compile(_f, backend=backend)(torch.ones(3))
-    assert inner_seen == [(True, (600, 10, _DEFERRED))]
-    assert outer_seen == [(600, 10, _DEFERRED)]     # the inner exit did not restore early
-    assert gc.get_threshold() == (600, 10, 10)
+    assert inner_seen == [(True, (800, 10, _DEFERRED))]
+    assert outer_seen == [(800, 10, _DEFERRED)]     # the inner exit did not restore early
+    assert gc.get_threshold() == (800, 10, 10)
     assert full_collections_deferred._depth == 0
+
+
+def test_a_collection_per_allocation_waits_for_the_defaults_count_while_compiling():
+    # (CPython's test_generators sets threshold 1 with a gc callback that walks
+    # the stack: the compiler's own allocations ran it 8,000 times, 3 s)
+    runs = []
+
+    def callback(phase, info):
+        if phase == "start":
+            runs.append(info["generation"])
+
+    gc.set_threshold(1, 0, 0)
+    seen = []
+    gc.callbacks.append(callback)
+    try:
+        out = bytegraph.compile(_f, backend=_recording_backend(seen))(torch.ones(3))
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(700, 10, 10)
+    assert torch.equal(out, _f(torch.ones(3)))
+    assert seen == [(True, (700, 0, _DEFERRED))]
+    assert len(runs) < 500            # one per allocation would be tens of thousands
+    assert runs                       # young collections still ran
 
 
 def test_a_disabled_collector_is_left_alone():

@@ -63,6 +63,7 @@ class FrameCache:
         self._entries: List[CacheEntry] = []
         self._eager_reason: Optional[BreakRecord] = None
         self._warned_limit = False
+        self._warned_graphless = False
         self._backend_failures = 0
         #: compile(recompile_limit=...): this cache's entry limit (None: config.cache_size_limit)
         self._limit: Optional[int] = None
@@ -108,6 +109,8 @@ class FrameCache:
             return None   # the first call runs eagerly; what it saw is learned from when the next one compiles
         if self._warned_limit and len(self._entries) >= self._entry_limit():
             return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
+        if self._warned_graphless and not _tensor_or_module(args, kwargs):
+            return None  # (the same for the variants of a graphless frame, _pure_python_variant)
         try:
             code_signature(fn).bind(*args, **kwargs)
         except (TypeError, RecursionError):
@@ -125,6 +128,28 @@ class FrameCache:
             if entry is None:
                 entry = self._compile(fn, args, kwargs)
         return None if isinstance(entry, _Eager) else entry
+
+    def _pure_python_variant(self, fn, args, kwargs) -> bool:
+        """Whether this call is one more variant of a frame that has compiled to
+        no graph ``config.max_graphless_variants`` times, with no tensor or
+        module among its arguments.  It runs as it is: each variant of such a
+        frame is a trace (of a whole unrolled loop, say) that gives a backend
+        nothing, and one per new constant -- a pure-Python summation called
+        with a thousand lists of floats -- would cost seconds.  Not under
+        fullgraph, where a recompile past the limit is an error."""
+        if self._fullgraph or self._warned_graphless or len(self._entries) < config.max_graphless_variants or \
+                any(e.graph_count for e in self._entries):
+            return False
+        if _tensor_or_module(args, kwargs):
+            return False
+        self._warned_graphless = True
+        logger.info("bytegraph: %s compiled to no graph %d times; from now on calls without tensor arguments "
+                    "run it as it is", self._label or fn.__qualname__, len(self._entries))
+        # (its entries are the original code transformed, so running the
+        # original instead is the same; dropping them spares each call their
+        # guards, which such a frame fails call after call)
+        self._entries.clear()
+        return True
 
     def _entry_limit(self) -> int:
         return self._limit if self._limit is not None else config.cache_size_limit
@@ -174,6 +199,8 @@ class FrameCache:
                 logger.warning("%s", msg)
             return _EAGER
         if self._patched(fn):
+            return _EAGER
+        if self._pure_python_variant(fn, args, kwargs):
             return _EAGER
         if not self._entries and self._first_call:
             # (after an eager first call: dims and ints that differ from it are dynamic at once)
@@ -285,6 +312,7 @@ class FrameCache:
         self._entries.clear()
         self._eager_reason = None
         self._warned_limit = False
+        self._warned_graphless = False
         self._backend_failures = 0
 
 
@@ -422,6 +450,8 @@ class FrameRunner(FrameCache):
     _select_slow = select
 
     def _select_miss(self, fn, /, *args):
+        if self._warned_graphless and not _tensor_or_module(args, None):
+            return fn  # (see FrameCache._pure_python_variant; the shortest way there)
         entry = self._resolve(fn, args, {})
         return fn if entry is None else entry.function_for(fn)
 
@@ -430,6 +460,17 @@ class FrameRunner(FrameCache):
 
     def _check(self, entry, fn, args, kwargs) -> bool:
         return entry.guard.check(fn.__closure__, *args)
+
+
+def _tensor_or_module(args, kwargs) -> bool:
+    """Whether a tensor or module is among the arguments themselves."""
+    for a in args:
+        if isinstance(a, _TENSOR_OR_MODULE):
+            return True
+    return bool(kwargs) and any(isinstance(a, _TENSOR_OR_MODULE) for a in kwargs.values())
+
+
+_TENSOR_OR_MODULE = (torch.Tensor, torch.nn.Module)
 
 
 _RUNNERS: Dict[tuple, FrameRunner] = {}

@@ -11,6 +11,11 @@ import os
 #: Cache entries per code object; beyond it the frame runs eagerly (one warning).
 cache_size_limit: int = 8
 
+#: Entries a frame may compile without any of them holding a graph; past it,
+#: calls with no tensor or module argument that miss every entry run as they
+#: are (each such variant is a trace that gives a backend nothing).
+max_graphless_variants: int = 2
+
 #: Trace and transform frames even when they hold no tensor work, so Python
 #: semantics of the transformed bytecode can be tested on pure-Python code.
 force_transform: bool = False
@@ -34,6 +39,21 @@ max_loop_iterations: int = 10_000
 #: cost seconds of tracing for a graph with nothing in it.  The code after
 #: the loop is traced again as usual.
 max_python_loop_iterations: int = 1000
+
+#: The same for a loop whose iterations so far took more traced instructions
+#: than this (inlined calls included) with no tensor operation: 500 rounds of
+#: four inlined assertion calls are 200,000 instructions of tracing and an
+#: empty graph.
+max_python_loop_steps: int = 20_000
+
+#: Items a list or tuple of plain constants (numbers, strings, None...) may
+#: have and still be modelled item by item.  A longer pre-existing one is held
+#: as it is and used natively (break kind ``large_container``), and a longer
+#: one the trace would build (``[0] * n``, a folded ``str.split``) is built
+#: natively: every item used would be wrapped, guarded and checked on every
+#: call, and rebuilt item by item after the graph, which costs more than the
+#: Python it replaces (a 5,000-item list counted in a loop took 20 s to trace).
+max_constant_items: int = 2048
 
 #: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000

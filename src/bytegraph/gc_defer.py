@@ -14,6 +14,12 @@ full collection runs at its usual place in the program.  Nothing is
 skipped: CPython keeps counting, so the deferred collection is due as soon
 as the next young ones run.
 
+Young collections run at least as seldom as CPython's default makes them
+(every 700 net allocations) while compiling: a program that asked for one per
+allocation (``gc.set_threshold(1)``, a stress test) would otherwise have the
+compiler's own allocations run thousands of collections, and its
+``gc.callbacks`` with them, for garbage that is the compiler's.
+
 A program that turned the collector off, or set its own thresholds while
 we compiled, keeps its setting.
 
@@ -38,6 +44,9 @@ from . import config
 #: the oldest generation's threshold while compiling: never reached
 _DEFERRED = 1 << 30
 
+#: the youngest generation's threshold while compiling, at least (CPython's default)
+_YOUNG = 700
+
 
 class full_collections_deferred:
     """Context manager: no automatic full collection until the outermost exits.
@@ -59,7 +68,7 @@ class full_collections_deferred:
             saved = gc.get_threshold()
             if saved[0] and saved[2] < _DEFERRED:
                 cls._saved = saved
-                cls._installed = (saved[0], saved[1], _DEFERRED)
+                cls._installed = (max(saved[0], _YOUNG), saved[1], _DEFERRED)
                 gc.set_threshold(*cls._installed)
 
     def __exit__(self, *exc) -> None:

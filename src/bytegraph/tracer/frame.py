@@ -312,8 +312,9 @@ class Frame(StackOps, LocalOps, CallOps, ControlOps, DataOps):
                 # outlined): in the root frame, outside try/with blocks; a
                 # break elsewhere would split once per remaining iteration
                 if self.parent is None and instrs[ip].exn is None:
-                    long_loop = n > config.max_python_loop_iterations and _python_loop(self, ip) or \
-                        n > config.max_loop_iterations
+                    long_loop = (n > config.max_python_loop_iterations
+                                 or trace.steps - self.head_steps[ip] > config.max_python_loop_steps) \
+                        and _python_loop(self, ip) or n > config.max_loop_iterations
             ins = instrs[ip]
             self.ip = ip + 1
             self.step = trace.steps
@@ -401,9 +402,11 @@ def _python_loop(frame, ip: int):
 
 
 def _native_loop(frame, ins):
-    raise Unsupported(f"a loop ran {config.max_python_loop_iterations} times in one trace with no tensor "
+    raise Unsupported(f"a loop ran {config.max_python_loop_iterations} times or "
+                      f"{config.max_python_loop_steps} traced instructions in one trace with no tensor "
                       "operation", kind="python_loop",
-                      hint="the loop runs natively (config.max_python_loop_iterations sets the limit)")
+                      hint="the loop runs natively (config.max_python_loop_iterations and "
+                           "config.max_python_loop_steps set the limits)")
 
 
 def _too_long(frame, ins):

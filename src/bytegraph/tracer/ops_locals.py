@@ -79,6 +79,14 @@ class LocalOps:
         self.load_local(ins.argval)
         del self.locals[ins.argval]
 
+    def _held_elsewhere(self, name: str, old) -> bool:
+        """Whether a local other than ``name`` holds ``old`` itself or as one of
+        its items: dropping ``name``'s reference then frees nothing."""
+        for other, v in self.locals.items():
+            if other != name and v is not None and (v is old or any(c is old for c in v.children())):
+                return True
+        return False
+
     def _dropping_local(self, name: str, replacement=None) -> None:
         """Rebinding a local that holds an object with a finalizer may run it
         at once in eager: the frame breaks right after this instruction, where
@@ -90,6 +98,10 @@ class LocalOps:
         if old is not None and replacement is not None and (
                 old is replacement or any(c is old for c in replacement.children())):
             return  # the new value holds the old one (``node = Node(node)``): nothing is freed
+        if old is not None and self._held_elsewhere(name, old):
+            # (another local holds it: ``prev = d`` once ``d[1] = prev``; the
+            # walk below would cost the whole chain at every step, quadratic)
+            return
         obj = finalizer_reachable(old) if old is not None else None
         if obj is None and old is None and name in self.unrealized \
                 and has_finalizer(self.unrealized[name][0]):

@@ -21,6 +21,7 @@ from typing import Optional
 
 import torch
 
+from .. import config
 from ..errors import Unsupported
 from ..guards import Guard
 from ..resume import Continuation
@@ -112,6 +113,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
             return _opaque_container(tx, obj, source, f"a deque of {len(obj)} items", "unsupported_object")
         from .deques import wrap_existing_deque
         return wrap_existing_deque(tx, obj, source)
+    if t in (list, tuple) and len(obj) > config.max_constant_items and all_literals(obj):
+        return _opaque_container(tx, obj, source, f"a {t.__name__} of {len(obj)} constants", "large_container")
     if t is list:
         _type_len(guards, source, obj)
         value = ListValue([], source)
@@ -277,8 +280,20 @@ def _is_module_dict(d: dict) -> bool:
     return module is not None and getattr(module, "__dict__", None) is d
 
 
+def all_literals(items) -> bool:
+    """Whether every item is a plain constant: a number, string, bytes, None...,
+    or a tuple of them (an item of ``list(enumerate(...))``)."""
+    kinds = set(map(type, items))  # (at C speed: a long list is checked on every wrap)
+    if kinds.issubset(LITERAL_TYPES):
+        return True
+    return kinds.issubset(_LITERALS_OR_TUPLE) and all(all_literals(o) for o in items if type(o) is tuple)
+
+
+_LITERALS_OR_TUPLE = frozenset(LITERAL_TYPES + (tuple,))
+
+
 def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
-    """A pre-existing dict or set the tracer cannot model: held as it is
+    """A pre-existing container the tracer does not model: held as it is
     (guarded by type only, since nothing is read from it), and a graph break
     wherever it is used."""
     if source is not None:
@@ -669,6 +684,9 @@ def wrap_derived_constant(tx, obj, what: str) -> Value:
             isinstance(getattr(obj, "__self__", None), _IMMUTABLE_RECEIVERS):
         return BuiltinValue(obj, _bound_constant_method(obj))
     if isinstance(obj, list) and all(type(o) in LITERAL_TYPES for o in obj):
+        if len(obj) > config.max_constant_items:
+            raise Unsupported(f"{what}() giving a list of {len(obj)} constants", kind="large_container",
+                              hint="it runs natively; config.max_constant_items sets the limit")
         return ListValue([ConstantValue(o) for o in obj])
     return wrap_callable_or_object(tx, obj, None)
 

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 
 from ..errors import Unsupported
 from .base import Value, all_constant, check_release
-from .constants import NONE, const, is_none
+from .constants import LITERAL_TYPES, NONE, ConstantValue, const, is_none
 
 
 def key_of(v: Value):
@@ -291,6 +291,14 @@ class ListValue(BaseListValue):
         return ListIteratorValue(self)
 
     def reconstruct(self, cg):
+        packed = _packed_constants(self.items)
+        if packed is not None:
+            # as CPython compiles a list display of constants: one tuple
+            # constant extended into an empty list, not an instruction per item
+            cg.emit("BUILD_LIST", arg=0)
+            cg.load_object(packed)
+            cg.emit("LIST_EXTEND", arg=1)
+            return
         for item in self.items:
             cg.reconstruct(item)
         cg.emit("BUILD_LIST", arg=len(self.items))
@@ -336,6 +344,19 @@ class ListValue(BaseListValue):
 
 
 _SIGNATURES: Dict[object, inspect.Signature] = {}
+
+
+def _packed_constants(items) -> Optional[tuple]:
+    """The items' values as one tuple when there are several and every one is a
+    plain constant made in the trace (so rebuilding it guards and reads nothing)."""
+    if len(items) < 4:
+        return None
+    values = []
+    for v in items:
+        if type(v) is not ConstantValue or v.source is not None or type(v._value) not in LITERAL_TYPES:
+            return None
+        values.append(v._value)
+    return tuple(values)
 
 
 def check_arity(tx, handler, real_method, args, kwargs) -> None:

@@ -38,19 +38,35 @@ class LazyIteratorValue(IteratorValue):
         super().__init__([])
 
     def unpack(self, tx):
-        out = []
-        while (v := self.next(tx)) is not None:
-            out.append(v)
-            if len(out) > config.max_generator_items:
-                raise Unsupported(f"an iterator yields more than {config.max_generator_items} items",
-                                  kind="generator", hint="endless iterators cannot be drained in a trace")
-        return out
+        return drain(tx, self.next)
 
     def truth(self, tx):
         return True  # no __bool__ or __len__
 
     def children(self):
         return ()
+
+
+def drain(tx, next_item) -> list:
+    """Every item ``next_item(tx)`` gives until it gives None (``list(it)``).
+
+    Past ``config.max_python_loop_iterations`` items with no tensor operation
+    recorded, the call draining it runs natively (break kind
+    ``long_iteration``), as a long loop of pure Python does (tracer/frame.py):
+    thousands of traced ``__next__`` calls buy a backend nothing and cost
+    seconds.  Past ``config.max_generator_items`` it is taken for endless."""
+    out = []
+    ops = tx.trace.graph.op_count
+    while (v := next_item(tx)) is not None:
+        out.append(v)
+        if len(out) == config.max_python_loop_iterations and tx.trace.graph.op_count == ops:
+            raise Unsupported(f"draining an iterator of more than {len(out)} items with no tensor operation",
+                              kind="long_iteration",
+                              hint="the call runs natively (config.max_python_loop_iterations sets the limit)")
+        if len(out) > config.max_generator_items:
+            raise Unsupported(f"an iterator yields more than {config.max_generator_items} items",
+                              kind="generator", hint="endless iterators cannot be drained in a trace")
+    return out
 
 
 def iterate(tx, v: Value) -> IteratorValue:

@@ -745,15 +745,8 @@ class UserIteratorValue(IteratorValue):
             raise
 
     def unpack(self, tx):
-        from .. import config
-        out = []
-        while True:
-            item = self.next(tx)
-            if item is None:
-                return out
-            out.append(item)
-            if len(out) > config.max_generator_items:
-                raise Unsupported("an endless user iterator", kind="unsupported_iter")
+        from .generators import drain
+        return drain(tx, self.next)
 
     def get_attr(self, tx, name):
         return self.obj.get_attr(tx, name)

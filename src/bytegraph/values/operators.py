@@ -8,6 +8,7 @@ import math
 import operator
 from typing import Callable
 
+from .. import config
 from ..errors import Unsupported
 from .base import Value
 from .constants import ConstantValue, const, is_none
@@ -70,11 +71,6 @@ def _fold(tx, fn: Callable, *values: Value) -> Value:
     return wrap_derived_constant(tx, out, getattr(fn, "__name__", "op"))
 
 
-#: items a repeated list/tuple may have in the trace; beyond it the operation
-#: runs natively (where a huge one raises MemoryError as eager does)
-MAX_REPEATED_ITEMS = 1_000_000
-
-
 def _repeat(tx, seq, n) -> list:
     """``seq.items * n`` with the errors Python gives for a bad ``n``."""
     try:
@@ -85,9 +81,11 @@ def _repeat(tx, seq, n) -> list:
         except TypeError as e:
             tx.raise_python_exception(e)
         raise Unsupported("sequence repetition by a non-int", kind="unsupported_operator")
-    if count > 0 and len(seq.items) * count > MAX_REPEATED_ITEMS:
+    # (beyond config.max_constant_items the repetition runs natively, where a
+    # huge one raises MemoryError as eager does)
+    if count > 0 and len(seq.items) * count > config.max_constant_items:
         raise Unsupported(f"repeating a sequence of {len(seq.items)} items {count} times",
-                          kind="unsupported_operator", hint="it runs natively")
+                          kind="large_container", hint="it runs natively; config.max_constant_items sets the limit")
     return seq.items * count
 
 

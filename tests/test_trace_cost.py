@@ -1,0 +1,232 @@
+"""Tracing cost proportional to the tensor work (issue 17): long constant
+containers, long pure-Python loops and iterator drains, and pure-Python frames
+that recompile per new constant run natively instead of being modelled item
+by item, iteration by iteration, variant by variant.
+
+Each test compares compiled with eager (results, inputs afterwards) and
+checks what bytegraph chose (the break kind, what was compiled), so each fails
+where the old behaviour came back.  Timing is measured in bench/ and
+``make test-cpython``'s slowest list, never here.
+"""
+
+import dis
+
+import pytest
+import torch
+
+import bytegraph
+from bytegraph import config, diagnostics
+
+from conftest import assert_same, compile_counting
+
+
+@pytest.fixture
+def breaks():
+    """The kinds of the graph breaks and fallbacks of the test, in order."""
+    kinds = []
+
+    def listener(event, payload):
+        if event in ("break", "fallback"):
+            kinds.append(payload.kind)
+
+    diagnostics.add_listener(listener)
+    yield kinds
+    diagnostics.remove_listener(listener)
+
+
+def _instructions(cf) -> int:
+    return sum(len(list(dis.get_instructions(e.code))) for e in cf._entries if e.code is not None)
+
+
+def test_a_list_of_constants_made_in_the_trace_is_rebuilt_from_one_constant():
+    def f(x):
+        table = list(range(1500))
+        bytegraph.graph_break()       # the list outlives the graph: rebuilt after it
+        return x + len(table), table
+
+    cf, _ = compile_counting(f)
+    x = torch.ones(2)
+    out, table = cf(x)
+    ref, ref_table = f(x)
+    assert torch.equal(out, ref) and table == ref_table and type(table) is list
+    assert table is not cf(x)[1]        # a new list per call, as eager makes
+    # one tuple constant extended into a list, not 1500 LOAD_CONSTs
+    assert _instructions(cf) < 200
+
+
+def test_an_input_list_of_many_constants_is_held_and_used_natively(breaks):
+    def f(x, letters):
+        counts = [letters.count(c) for c in "abc"]
+        letters.append("z")             # the caller's list, changed in place
+        return x + sum(counts)
+
+    letters = list("abracadabra" * 400)
+    assert len(letters) > config.max_constant_items
+    assert_same(f, torch.ones(2), letters, graphs=None, breaks=None)
+    assert "large_container" in breaks
+
+
+def test_an_input_list_of_few_constants_is_still_modelled(breaks):
+    def f(x, letters):
+        return x + letters.count("a")
+
+    assert_same(f, torch.ones(2), list("abracadabra"), graphs=1, breaks=0)
+    assert breaks == []
+
+
+def test_a_huge_repetition_runs_natively_and_gives_eagers_list(breaks):
+    def f(x, n):
+        zeros = [0] * n
+        return x + len(zeros), repr(zeros)[:20], zeros
+
+    cf, _ = compile_counting(f)
+    out, text, zeros = cf(torch.ones(2), 100_000)
+    ref = f(torch.ones(2), 100_000)
+    assert torch.equal(out, ref[0]) and text == ref[1] and zeros == ref[2]
+    assert "large_container" in breaks
+
+
+def test_a_loop_of_inlined_calls_without_tensor_work_runs_natively(monkeypatch, breaks):
+    # few iterations, but each one many traced instructions (the calls inlined)
+    monkeypatch.setattr(config, "max_python_loop_steps", 500)
+    log = []
+
+    def check(a, b):
+        if a != b:
+            raise AssertionError((a, b))
+        log.append(a)
+
+    def f(x):
+        for i in range(200):
+            check(float(format(i / 1000, ".1f")), round(i / 1000, 1))
+        return x + len(log)
+
+    cf, _ = compile_counting(f)
+    out = cf(torch.ones(2))
+    assert torch.equal(out, torch.ones(2) + 200) and len(log) == 200
+    assert "python_loop" in breaks
+
+
+def test_the_same_loop_with_tensor_work_is_still_unrolled(monkeypatch):
+    monkeypatch.setattr(config, "max_python_loop_steps", 50)
+
+    def f(x):
+        for i in range(30):
+            x = x * 1.5 + round(i / 7, 2)
+        return x
+
+    assert_same(f, torch.ones(2), graphs=1, breaks=0)
+
+
+def test_draining_a_long_pure_python_iterator_runs_natively(breaks):
+    class Count:
+        def __init__(self, n):
+            self.i, self.n = 0, n
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            if self.i == self.n:
+                raise StopIteration
+            self.i += 1
+            return self.i
+
+    def f(x, it):
+        items = list(it)
+        return x + len(items), it.i
+
+    cf, _ = compile_counting(f)
+    n = config.max_python_loop_iterations + 500
+    out, pos = cf(torch.ones(2), Count(n))
+    assert torch.equal(out, torch.ones(2) + n) and pos == n
+    assert "long_iteration" in breaks
+
+
+def test_a_short_drain_is_still_traced(breaks):
+    def f(x):
+        return x + sum(list(iter(range(50))))
+
+    assert_same(f, torch.ones(2), graphs=1, breaks=0)
+    assert breaks == []
+
+
+def test_a_pure_python_frame_stops_recompiling_for_each_new_constant(monkeypatch):
+    monkeypatch.setattr(config, "force_transform", True)
+    calls = []
+
+    def total(values):
+        s = 0.0
+        for v in values:
+            s += v
+        calls.append(s)
+        return s
+
+    cf = bytegraph.compile(total, backend="eager")
+    for k in range(6):
+        values = [k + 0.5, k * 2.0, -1.25]
+        assert cf(values) == total(values)   # eager's sum, every call
+    # two entries traced, then the frame runs as it is for floats it has not seen
+    assert bytegraph.stats().frames_compiled == config.max_graphless_variants
+    assert len(calls) == 12
+
+
+def test_a_graphless_frame_still_compiles_for_a_tensor(monkeypatch):
+    monkeypatch.setattr(config, "force_transform", True)
+
+    def scale(v, k):
+        return v * k
+
+    cf, be = compile_counting(scale)
+    for k in range(4):
+        assert cf(float(k), 3.0) == float(k) * 3.0
+    x = torch.randn(3)
+    assert torch.equal(cf(x, 2.0), x * 2.0)
+    assert be.count == 1                  # the tensor call got a graph
+
+
+def test_rebinding_a_local_another_local_still_holds_walks_nothing(monkeypatch):
+    # ``prev = d; d = {}; d[1] = prev``: each rebinding drops a reference to a
+    # mapping another local still holds, so nothing can be freed; walking the
+    # chain for finalizers at each step was quadratic (CPython's test_repr_deep)
+    from bytegraph.tracer import ops_locals
+    walks = []
+    real = ops_locals.finalizer_reachable
+    monkeypatch.setattr(ops_locals, "finalizer_reachable", lambda v: walks.append(v.is_constant()) or real(v))
+
+    def f(x):
+        d = {}
+        for i in range(300):
+            prev = d
+            d = {}
+            d[1] = prev
+        return x + len(d)
+
+    assert_same(f, torch.ones(2), graphs=1, breaks=0)
+    assert walks.count(False) < 20          # (the loop counter's rebinding walks a constant)
+
+
+class _Noisy:
+    log = []
+
+    def __del__(self):
+        _Noisy.log.append("freed")
+
+
+def test_rebinding_the_last_reference_still_frees_at_once():
+    def f(x):
+        a = _Noisy()
+        b = a
+        b = None               # a still holds it: nothing freed here
+        _Noisy.log.append("kept")
+        a = None               # the last reference: freed here, as in eager
+        _Noisy.log.append("after")
+        return x + 1
+
+    _Noisy.log.clear()
+    f(torch.ones(2))
+    expected = list(_Noisy.log)
+    _Noisy.log.clear()
+    out = bytegraph.compile(f, backend="eager")(torch.ones(2))
+    assert torch.equal(out, torch.ones(2) + 1)
+    assert _Noisy.log == expected == ["kept", "freed", "after"]
