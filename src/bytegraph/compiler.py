@@ -10,6 +10,7 @@ the entry's check.
 from __future__ import annotations
 
 import dis
+import inspect
 import logging
 import time
 import types
@@ -138,6 +139,14 @@ def compile_frame(fn: types.FunctionType, args: tuple, kwargs: dict, backend_nam
             _collect_templates(template_refs)
 
 
+_TYPE_MRO = type.__dict__["mro"]
+
+
+class _Parked:
+    """The base that template classes are moved under once dead (see
+    _collect_templates): a plain class, so any plain class can take it."""
+
+
 def _collect_templates(refs) -> None:
     """Free the template classes of class statements (values/class_build.py).
 
@@ -150,12 +159,26 @@ def _collect_templates(refs) -> None:
     lists every class of the process, a local class eager drops lingers
     there until a collection too, and a full collection per compile (~0.1 s
     with torch loaded) made class-heavy frames (CPython's test_dataclasses)
-    cost seconds.
+    cost seconds.  So a survivor with other bases is first moved under
+    ``_Parked`` (assigning ``__bases__`` takes it off its bases' lists at
+    once); only one whose layout forbids that (slots, a builtin base) needs
+    the full collection.
     """
     import gc
     gc.collect(1)
     alive = [t for t in (r() for r in refs) if t is not None]
-    if any(base is not object for t in alive for base in t.__bases__):
+    full = False
+    for t in alive:
+        if any(base is not object for base in t.__bases__):
+            # (not where the metaclass has its own mro(): the assignment runs it)
+            if inspect.getattr_static(type(t), "mro", None) is not _TYPE_MRO:
+                full = True
+                continue
+            try:
+                t.__bases__ = (_Parked,)
+            except TypeError:  # a layout _Parked's differs from (slots, a builtin base)
+                full = True
+    if full:
         gc.collect()
 
 
