@@ -98,7 +98,7 @@ def test_a_float_argument_matches_by_its_bits():
 
 
 
-def _lowered_calls(grad: bool) -> int:
+def _lowered(grad: bool):
     from bytegraph.block_graphs import lower_for_backend
     from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
     bytegraph.reset()
@@ -107,13 +107,16 @@ def _lowered_calls(grad: bool) -> int:
         cf(torch.randn(3, 16))
     assert bytegraph.stats().layers_reused == (4 if grad else 5)
     lowered = lower_for_backend(be.graphs[0], "inductor")
-    return sum(1 for n in lowered.graph.nodes if n.target is invoke_subgraph)
+    return sum(1 for n in lowered.graph.nodes if n.target is invoke_subgraph), lowered.meta
 
 
-def test_inductor_training_graphs_call_the_blocks_inline():
-    # Inductor's invoke_subgraph backward (torch 2.13) computed wrong gradients
-    # when a layer traced on its own (say with a weight transposed in memory)
-    # sent a gradient laid out unlike the others' into a block call; checked
-    # compiled against eager in /tmp-sized runs, too slow for this file
-    assert _lowered_calls(grad=True) == 0
-    assert _lowered_calls(grad=False) == 6     # inference graphs still share one subgraph
+def test_inductor_training_graphs_share_the_blocks_without_buffer_reuse(monkeypatch):
+    # Inductor's buffer reuse (torch 2.13) clobbered a tensor that a block's
+    # backward still read (tests/test_layer_reuse_inductor.py): training graphs
+    # share one subgraph and compile with it off; inference graphs keep it
+    calls, meta = _lowered(grad=True)
+    assert calls == 6 and meta["inductor_config_patches"] == {"allow_buffer_reuse": False}
+    calls, meta = _lowered(grad=False)
+    assert calls == 6 and "inductor_config_patches" not in meta
+    monkeypatch.setattr(bytegraph.config, "reuse_blocks_inductor_training", False)
+    assert _lowered(grad=True)[0] == 0      # the switch: the blocks' code inline

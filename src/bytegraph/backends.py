@@ -245,6 +245,27 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
     return with_options
 
 
+def with_inductor_patches(backend: Callable, patches: dict) -> Callable:
+    """``backend`` (bytegraph's ``inductor``, with or without options)
+    compiling under the Inductor settings ``patches`` as well; compile_fx
+    applies them to the backward's later compile too.
+
+    Example::
+
+        >>> fn = with_inductor_patches(_inductor, {"allow_buffer_reuse": False})
+        >>> fn.config_patches
+        {'allow_buffer_reuse': False}
+    """
+    merged = {**getattr(backend, "config_patches", {}), **patches}
+
+    def inductor_patched(gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs, config_patches=merged)
+    inductor_patched.takes_fake_inputs = getattr(backend, "takes_fake_inputs", False)
+    inductor_patched.config_patches = merged
+    return inductor_patched
+
+
 def compile_graph(name: str, backend: Callable, gm: torch.fx.GraphModule, example_inputs: List,
                   fake_mode=None) -> Callable:
     """Run the backend, turning its failures into :class:`BackendError`.

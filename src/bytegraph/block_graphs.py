@@ -471,13 +471,10 @@ def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
     block calls are ``invoke_subgraph`` on one submodule per block."""
     if backend_name not in ("aot_eager", "inductor") or not config.reuse_blocks_invoke_subgraph:
         return gm
-    if backend_name == "inductor" and _block_outputs_need_grad(gm):
-        # Inductor's backward of invoke_subgraph (torch 2.13) computes wrong
-        # gradients when one call's incoming gradient is laid out unlike
-        # another's (a neighbouring layer traced on its own, with a transposed
-        # weight, is enough; torch.compile's nested_compile_region does the
-        # same): training graphs get plain calls, traced through by AOTAutograd
-        log("layer_reuse", "inductor: block outputs require grad; the blocks are compiled inline")
+    training = backend_name == "inductor" and _block_outputs_need_grad(gm)
+    if training and not config.reuse_blocks_inductor_training:
+        log("layer_reuse", "inductor: block outputs require grad and config.reuse_blocks_inductor_training is "
+                           "off; the blocks are compiled inline")
         return gm
     from torch._higher_order_ops.invoke_subgraph import invoke_subgraph
     root = torch.nn.Module()
@@ -498,4 +495,15 @@ def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
             env[n] = graph.node_copy(n, lambda x: env[x])
     out = fx.GraphModule(root, graph)
     out.meta.update(gm.meta)
+    if training:
+        # Inductor (torch 2.13) reuses the buffer of a tensor that a later
+        # invoke_subgraph call or its backward still reads: with one layer
+        # traced on its own between reused ones (a weight transposed in
+        # memory is enough) its backward read a clobbered activation and the
+        # gradients of every earlier layer were wrong.  Without buffer reuse
+        # (each buffer still freed after its last use) they are eager's
+        # (tests/test_layer_reuse_inductor.py).  compile_fx applies the
+        # patch to the backward's later compile too.
+        out.meta["inductor_config_patches"] = {"allow_buffer_reuse": False}
     return out
+

@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from . import config
-from .backends import compile_graph
+from .backends import compile_graph, with_inductor_patches
 from .distributed.ddp import compile_split
 from .break_plan import BreakPlan, plan_break
 from .breaks import BreakEmitter
@@ -400,8 +400,10 @@ def _compile_with_blocks(backend_name, backend, gm, example_inputs, fake_mode):
     lowered = lower_for_backend(gm, backend_name)
     if lowered is gm:
         return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
+    patches = lowered.meta.get("inductor_config_patches")
     try:
-        return compile_graph(backend_name, backend, lowered, example_inputs, fake_mode)
+        return compile_graph(backend_name, with_inductor_patches(backend, patches) if patches else backend,
+                             lowered, example_inputs, fake_mode)
     except BackendError as e:
         if config.raise_on_error:
             raise

@@ -93,6 +93,12 @@ reuse_min_layers: int = 4
 #: often differs from the others'); calls matching none are traced.
 reuse_max_variants: int = 4
 
+#: With Inductor, reused blocks whose outputs require grad (training, or a
+#: forward with grad on) reach it as invoke_subgraph too, compiled with
+#: Inductor's buffer reuse off (see block_graphs.lower_for_backend); off, such
+#: graphs get the blocks' code inline (Inductor then compiles every layer).
+reuse_blocks_inductor_training: bool = True
+
 #: Operations a block's trace must record to be reused (smaller blocks
 #: would only split the backend's fusion).
 reuse_min_ops: int = 16

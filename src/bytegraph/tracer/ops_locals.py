@@ -83,7 +83,14 @@ class LocalOps:
         """Whether a local other than ``name`` holds ``old`` itself or as one of
         its items: dropping ``name``'s reference then frees nothing."""
         for other, v in self.locals.items():
-            if other != name and v is not None and (v is old or any(c is old for c in v.children())):
+            if other == name or v is None:
+                continue
+            if v is old:
+                return True
+            items = v.children()
+            items = items if isinstance(items, (list, tuple)) else tuple(items)
+            # (a long container is not searched: this runs at every store)
+            if len(items) <= 64 and any(c is old for c in items):
                 return True
         return False
 
@@ -98,7 +105,7 @@ class LocalOps:
         if old is not None and replacement is not None and (
                 old is replacement or any(c is old for c in replacement.children())):
             return  # the new value holds the old one (``node = Node(node)``): nothing is freed
-        if old is not None and self._held_elsewhere(name, old):
+        if old is not None and not old.is_constant() and self._held_elsewhere(name, old):
             # (another local holds it: ``prev = d`` once ``d[1] = prev``; the
             # walk below would cost the whole chain at every step, quadratic)
             return
