@@ -279,3 +279,24 @@ def test_a_class_statement_compile_needs_no_full_collection(monkeypatch):
     assert not full
     real_collect()
     assert _TemplateBase.__subclasses__() == []
+
+
+def test_a_list_only_an_exhausted_iterator_held_is_freed_at_the_rebinding():
+    # (the shortcut above counts only containers as holders: CPython's list
+    # iterator drops its list once exhausted, though the model still lists it)
+    _Noisy.log.clear()
+
+    def f(x):
+        items = [_Noisy()]
+        it = iter(items)
+        n = len(list(it))
+        items = None           # the last reference: freed here
+        _Noisy.log.append("after")
+        return x + n
+
+    f(torch.ones(2))
+    expected = list(_Noisy.log)
+    _Noisy.log.clear()
+    out = bytegraph.compile(f, backend="eager")(torch.ones(2))
+    assert torch.equal(out, torch.ones(2) + 1)
+    assert _Noisy.log == expected == ["freed", "after"]

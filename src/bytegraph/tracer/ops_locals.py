@@ -80,18 +80,23 @@ class LocalOps:
         del self.locals[ins.argval]
 
     def _held_elsewhere(self, name: str, old) -> bool:
-        """Whether a local other than ``name`` holds ``old`` itself or as one of
-        its items: dropping ``name``'s reference then frees nothing."""
+        """Whether a local other than ``name`` holds ``old`` itself or as an
+        item of a list, tuple, dict or set: dropping ``name``'s reference then
+        frees nothing.  Only containers count, whose items are references they
+        keep: an exhausted iterator, say, still lists its sequence among its
+        children, but CPython's has dropped it."""
+        from ..values.containers import BaseListValue, DictValue, SetValue
         for other, v in self.locals.items():
             if other == name or v is None:
                 continue
             if v is old:
                 return True
-            items = v.children()
-            items = items if isinstance(items, (list, tuple)) else tuple(items)
-            # (a long container is not searched: this runs at every store)
-            if len(items) <= 64 and any(c is old for c in items):
-                return True
+            if isinstance(v, (BaseListValue, DictValue, SetValue)):
+                items = v.children()
+                items = items if isinstance(items, (list, tuple)) else tuple(items)
+                # (a long container is not searched: this runs at every store)
+                if len(items) <= 64 and any(c is old for c in items):
+                    return True
         return False
 
     def _dropping_local(self, name: str, replacement=None) -> None:
