@@ -1,10 +1,9 @@
 """Layer reuse with Inductor in training: one compiled block shared by the
 layers, gradients equal to eager's (bytegraph/block_graphs.py).
 
-Inductor (torch 2.13) reuses buffers across ``invoke_subgraph`` calls in a
-way that clobbered an activation a later backward still read: with one layer
-traced on its own between reused ones, every earlier layer's gradients were
-wrong.  bytegraph compiles such graphs with Inductor's buffer reuse off.
+Inductor (torch 2.13) overwrote tensors a later ``invoke_subgraph`` backward
+still read, through buffer reuse and through donated buffers: every earlier
+layer's gradients were wrong.  bytegraph compiles such graphs with both off.
 Each test compiles from scratch (Inductor's and AOTAutograd's caches off), so
 a cached artifact from another run cannot hide a wrong compile.
 """
@@ -54,6 +53,26 @@ def test_a_layer_traced_on_its_own_between_reused_ones_gets_eagers_gradients():
     w = model.layers[2].down.weight
     model.layers[2].down.weight = torch.nn.Parameter(w.detach().t().contiguous().t())
     _grads_match(model, torch.randn(5, 16, requires_grad=True), reused=4)
+
+
+class _Residual(Stack):
+    """Alternate layers add a residual around the block call."""
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            y = layer(x)
+            x = y + x * 0.5 if i % 2 else y
+        return self.head(x)
+
+
+def test_residuals_around_alternate_block_calls_get_eagers_gradients():
+    # the block's backward subgraph inherited the outer backward's donated
+    # buffer indices and wrote into a saved input (gradients 1-5% off)
+    torch.manual_seed(0)
+    model = _Residual(6)
+    w = model.layers[4].down.weight
+    model.layers[4].down.weight = torch.nn.Parameter(w.detach().t().contiguous().t())
+    _grads_match(model, torch.randn(3, 7, 16, requires_grad=True), reused=4)
 
 
 def test_identical_layers_get_eagers_gradients():

@@ -300,3 +300,18 @@ def test_a_list_only_an_exhausted_iterator_held_is_freed_at_the_rebinding():
     out = bytegraph.compile(f, backend="eager")(torch.ones(2))
     assert torch.equal(out, torch.ones(2) + 1)
     assert _Noisy.log == expected == ["freed", "after"]
+
+
+def test_a_rebuilt_list_of_computed_strings_keeps_their_identities():
+    # (a tuple constant's name-like strings are interned by the code object
+    # constructor: strings are not packed, each keeps its own object)
+    import sys
+
+    def f(x, s):
+        parts = [s + "x", s + "y", s + "x", s + "z"]
+        bytegraph.graph_break()
+        return x + 1, parts[0] is parts[2], parts[0] is sys.intern(s + "x"), len({id(p) for p in parts})
+
+    cf = bytegraph.compile(f, backend="eager")
+    for s in ("abc", "abc", "q"):
+        assert cf(torch.ones(2), s)[1:] == f(torch.ones(2), s)[1:] == (False, False, 4)

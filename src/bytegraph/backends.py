@@ -245,10 +245,11 @@ def configure(name: str, fn: Callable, mode: Optional[str], options: Optional[di
     return with_options
 
 
-def with_inductor_patches(backend: Callable, patches: dict) -> Callable:
+def with_inductor_patches(backend: Callable, patches: dict, functorch_patches: Optional[dict] = None) -> Callable:
     """``backend`` (bytegraph's ``inductor``, with or without options)
-    compiling under the Inductor settings ``patches`` as well; compile_fx
-    applies them to the backward's later compile too.
+    compiling under the Inductor settings ``patches`` as well (compile_fx
+    applies them to the backward's later compile too), and under the
+    AOTAutograd settings ``functorch_patches`` while it compiles.
 
     Example::
 
@@ -259,8 +260,10 @@ def with_inductor_patches(backend: Callable, patches: dict) -> Callable:
     merged = {**getattr(backend, "config_patches", {}), **patches}
 
     def inductor_patched(gm, example_inputs):
+        import torch._functorch.config as functorch_config
         from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs, config_patches=merged)
+        with functorch_config.patch(functorch_patches or {}):
+            return compile_fx(gm, example_inputs, config_patches=merged)
     inductor_patched.takes_fake_inputs = getattr(backend, "takes_fake_inputs", False)
     inductor_patched.config_patches = merged
     return inductor_patched

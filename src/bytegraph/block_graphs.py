@@ -496,14 +496,20 @@ def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
     out = fx.GraphModule(root, graph)
     out.meta.update(gm.meta)
     if training:
-        # Inductor (torch 2.13) reuses the buffer of a tensor that a later
-        # invoke_subgraph call or its backward still reads: with one layer
-        # traced on its own between reused ones (a weight transposed in
-        # memory is enough) its backward read a clobbered activation and the
-        # gradients of every earlier layer were wrong.  Without buffer reuse
-        # (each buffer still freed after its last use) they are eager's
+        # Inductor (torch 2.13) overwrites tensors that a later
+        # invoke_subgraph call's backward still reads, two ways: it reuses
+        # their buffers (one layer traced on its own between reused ones, a
+        # weight transposed in memory, was enough), and the block's backward
+        # subgraph inherits the outer backward's donated-buffer indices, which
+        # number other inputs (torch's own fix came later), so it writes into
+        # a saved input in place (residual adds around alternate layers).
+        # Either way every earlier layer's gradients were wrong.  Without
+        # buffer reuse (buffers are still freed after their last use) and
+        # without donated buffers they are eager's
         # (tests/test_layer_reuse_inductor.py).  compile_fx applies the
-        # patch to the backward's later compile too.
+        # Inductor patch to the backward's later compile too; the donated
+        # indices are decided while the forward compiles.
         out.meta["inductor_config_patches"] = {"allow_buffer_reuse": False}
+        out.meta["functorch_config_patches"] = {"donated_buffer": False}
     return out
 

@@ -402,8 +402,9 @@ def _compile_with_blocks(backend_name, backend, gm, example_inputs, fake_mode):
         return compile_graph(backend_name, backend, gm, example_inputs, fake_mode)
     patches = lowered.meta.get("inductor_config_patches")
     try:
-        return compile_graph(backend_name, with_inductor_patches(backend, patches) if patches else backend,
-                             lowered, example_inputs, fake_mode)
+        if patches:
+            backend = with_inductor_patches(backend, patches, lowered.meta.get("functorch_config_patches"))
+        return compile_graph(backend_name, backend, lowered, example_inputs, fake_mode)
     except BackendError as e:
         if config.raise_on_error:
             raise

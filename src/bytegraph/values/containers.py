@@ -348,12 +348,18 @@ _SIGNATURES: Dict[object, inspect.Signature] = {}
 
 def _packed_constants(items) -> Optional[tuple]:
     """The items' values as one tuple when there are several and every one is a
-    plain constant made in the trace (so rebuilding it guards and reads nothing)."""
+    plain constant made in the trace (so rebuilding it guards and reads nothing).
+    Not with strings or bytes of more than one character: the code object
+    constructor interns the name-like strings of a tuple constant, so equal
+    strings that are distinct objects in eager would become one (Codegen.load_object
+    loads each through a reference for that reason)."""
     if len(items) < 4:
         return None
     values = []
     for v in items:
         if type(v) is not ConstantValue or v.source is not None or type(v._value) not in LITERAL_TYPES:
+            return None
+        if type(v._value) in (str, bytes) and len(v._value) > 1:
             return None
         values.append(v._value)
     return tuple(values)
