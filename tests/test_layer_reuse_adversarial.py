@@ -231,3 +231,18 @@ def test_a_block_with_its_randomness_switched_off_is_still_reused(name, backend,
     torch.testing.assert_close(first, second, rtol=0, atol=0)
     # with grad, the first layer's input (no grad) and the others' are two variants
     assert reused == (4 if grad else 5), "a deterministic block must still be reused"
+
+
+def test_random_operators_are_told_by_their_tags_and_switches():
+    from bytegraph.layer_reuse import draws_random
+    aten = torch.ops.aten
+    x, q = torch.ones(2), torch.ones(1, 2, 3, 8)
+    assert draws_random(aten.randn_like.default, (x,)) and draws_random(aten.bernoulli.p, (x, 0.5))
+    assert draws_random(aten.rrelu_with_noise.default, (x, x, 0.1, 0.3, True))
+    assert not draws_random(aten.rrelu_with_noise.default, (x, x))              # training=False by default
+    assert draws_random(aten._scaled_dot_product_flash_attention_for_cpu.default, (q, q, q, 0.1))
+    assert not draws_random(aten._scaled_dot_product_flash_attention_for_cpu.default, (q, q, q))
+    assert not draws_random(aten.native_dropout.default, (x, 0.5, False))
+    assert draws_random(aten.native_dropout.default, (x, 0.5, None))             # train=None is on
+    assert draws_random(aten.native_dropout.default, (x, 0.0, True))             # p=0 still draws the mask
+    assert not draws_random(aten.add.Tensor, (x, x)) and draws_random(aten.normal.Tensor_float, (x,))
