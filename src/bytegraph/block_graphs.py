@@ -28,7 +28,7 @@ from .guards import Guard
 from .guard_compiler import _float_bits
 from .logs import log
 from .layer_reuse import (NotReusable, BlockCheck, BlockRecord, ambient_state, owned_objects, relative_guards,
-                          resolve, _BLOCK, _RANDOM_NAMES)
+                          resolve, _BLOCK)
 
 
 class BlockCall:
@@ -219,18 +219,6 @@ def _region(graph: fx.Graph, last) -> List[fx.Node]:
     return out
 
 
-def _is_random(node: fx.Node) -> bool:
-    target = node.target
-    name = (target if isinstance(target, str) else getattr(target, "__name__", "")).lower()
-    if not any(part in name for part in _RANDOM_NAMES):
-        return False
-    if "dropout" in name:
-        training = node.kwargs.get("training", node.args[2] if len(node.args) > 2 else True)
-        p = node.kwargs.get("p", node.args[1] if len(node.args) > 1 else 0.5)
-        return not (training is False or p == 0)
-    return True
-
-
 def record_block(reuse, tx, module_value, key, arg_spec, arg_tensors, inline):
     """Run the first call of a block and, if it can be reused, cut it out of
     the graph into a :class:`BlockRecord`."""
@@ -255,6 +243,7 @@ def record_block(reuse, tx, module_value, key, arg_spec, arg_tensors, inline):
     made_before = made_state(tx.side_effects)
     arg_versions = [t.fake._version for t in arg_tensors]
     reuse.recording = True
+    reuse.random_op = None
     try:
         result = inline()
     finally:
@@ -270,12 +259,12 @@ def record_block(reuse, tx, module_value, key, arg_spec, arg_tensors, inline):
         ops = [n for n in region if n.op in ("call_function", "call_method", "call_module")]
         if len(ops) < config.reuse_min_ops:
             raise NotReusable(f"it has {len(ops)} operations (config.reuse_min_ops is {config.reuse_min_ops})")
+        if reuse.random_op is not None:
+            raise NotReusable(f"it draws random numbers ({reuse.random_op})")
         in_region = set(region)
         for n in region:
             if n.target in GLOBAL_STATE_TARGETS:
                 raise NotReusable("it switches grad mode or autocast")
-            if _is_random(n):
-                raise NotReusable(f"it draws random numbers ({n.target})")
             if any(n.target is f for f in _SILENT_WRITERS):
                 raise NotReusable("it runs batch_norm, which may update statistics in place")
             if any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) for v in _vals(n)):

@@ -23,9 +23,10 @@ config, a function) must be the very same object.
 
 A block is not reused -- it is traced like any call, and the reason logged
 (``layer_reuse``) -- when its trace had side effects, changed grad mode or
-autocast, drew random numbers, wrote to its inputs or parameters, returned
-anything but tensors and constants, or a view; when shapes are symbolic;
-when it has fewer than ``config.reuse_min_ops`` operations or fewer than
+autocast, drew random numbers (ran an aten operator tagged
+``nondeterministic_seeded`` with its randomness on, :class:`RandomOpWatch`),
+wrote to its inputs or parameters, returned anything but tensors and
+constants, or a view; when shapes are symbolic; when it has fewer than ``config.reuse_min_ops`` operations or fewer than
 ``config.reuse_min_layers`` siblings; or when a sibling's check fails (a
 different attribute, training flag, hook, code path).
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import config
 from .guards import Guard, GuardSet, autocast_state
@@ -50,9 +52,79 @@ _REUSABLE_KINDS = frozenset({"TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "CONSTA
 #: the root a block's own guards are re-rooted at (the check's one parameter)
 _BLOCK = LocalSource("___bg_block")
 
-#: fragments of the names of operations that draw random numbers
-_RANDOM_NAMES = ("rand", "normal", "bernoulli", "multinomial", "uniform", "poisson", "exponential", "geometric",
-                 "cauchy", "log_normal", "dropout")
+
+# -- random numbers -----------------------------------------------------------
+#
+# A block that draws random numbers is not reused.  Its layers would all be
+# calls of one subgraph, and each layer's draws would be eager's only while
+# every backend runs that subgraph afresh, call after call, in eager's order
+# (the eager and aot_eager backends do): nothing in a call says that its
+# result depends on the generator, so a pass could take two calls with equal
+# operands for one value, or a backend draw once for all of them.  Traced
+# layer by layer, each random operator is a node of its own, which torch's
+# passes know by its tag.
+#
+# What is random is decided by what the operator is, not by its name: the
+# aten operators the recorded block really ran (its fake runs, watched by
+# :class:`RandomOpWatch`, after Python functions such as ``F.dropout`` or
+# ``F.scaled_dot_product_attention`` chose them: a dropout in eval runs
+# none) tagged ``torch.Tag.nondeterministic_seeded`` (every aten operator
+# that takes a generator is), unless an argument of the operator's own
+# switches its randomness off (:data:`_RANDOM_SWITCHES`).
+
+#: arguments of seeded aten operators that switch their randomness off when
+#: literally False (train, training) or 0 (dropout_p, dropout): rrelu's
+#: noise, native_dropout, the fused attention kernels, the RNN kernels.  A
+#: dropout's ``p=0`` is no such switch: ``native_dropout(x, 0.0, True)``
+#: still draws its mask (and moves the generator).
+_RANDOM_SWITCHES = ("train", "training", "dropout_p", "dropout")
+
+
+def draws_random(op, args=(), kwargs=None) -> bool:
+    """Whether the aten operator ``op`` (an OpOverload), called with ``args``
+    and ``kwargs``, draws random numbers: it is tagged
+    ``nondeterministic_seeded`` and no switch of its own is off (a value
+    that is not a literal, a symbolic float say, counts as on).
+
+    Example::
+
+        >>> import torch
+        >>> aten, x = torch.ops.aten, torch.ones(2)
+        >>> draws_random(aten.bernoulli.p, (x, 0.5)), draws_random(aten.add.Tensor, (x, x))
+        (True, False)
+        >>> rrelu = aten.rrelu_with_noise.default
+        >>> draws_random(rrelu, (x, x, 0.1, 0.3, True)), draws_random(rrelu, (x, x))   # training=False by default
+        (True, False)
+    """
+    if torch.Tag.nondeterministic_seeded not in getattr(op, "tags", ()):
+        return False
+    kwargs = kwargs or {}
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.name in _RANDOM_SWITCHES:
+            value = args[i] if i < len(args) else kwargs.get(arg.name, arg.default_value)
+            if value is False or type(value) in (int, float) and value == 0:
+                return False
+    return True
+
+
+class RandomOpWatch(TorchDispatchMode):
+    """Entered over the fake run of every operation a block being recorded
+    traces (``values/tensors.py``): notes in ``reuse.random_op`` the first
+    aten operator that draws random numbers (:func:`draws_random`), or a
+    higher-order operator, whose body it does not see (it counts as random:
+    the block is traced layer by layer, which is always right)."""
+
+    supports_higher_order_operators = True
+
+    def __init__(self, reuse):
+        super().__init__()
+        self.reuse = reuse
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.reuse.random_op is None and (isinstance(func, torch._ops.HigherOrderOperator)
+                                             or draws_random(func, args, kwargs)):
+            self.reuse.random_op = str(func)
+        return func(*args, **(kwargs or {}))
 
 
 class NotReusable(Exception):
@@ -251,6 +323,8 @@ class BlockReuse:
         self.rejected: Dict[tuple, str] = {}
         #: a block being recorded (nothing inside it is reused)
         self.recording = False
+        #: the first random operator the recording block ran (RandomOpWatch)
+        self.random_op: Optional[str] = None
         self._siblings: Dict[Source, int] = {}
         #: sources whose object's identity became a value (identity_observed)
         self.identities: set = set()

@@ -498,6 +498,16 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
         graph.where = None
 
 
+def _random_watch(tx):
+    """While a repeated block is recorded (layer reuse), the watch over the
+    aten operators its fake runs dispatch: a random one makes it not reused."""
+    blocks = tx.trace.blocks
+    if blocks is None or not blocks.recording:
+        return contextlib.nullcontext()
+    from ..layer_reuse import RandomOpWatch
+    return RandomOpWatch(blocks)
+
+
 def _record_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value]) -> Value:
     if _target_name(target) in _INPUT_METADATA_MUTATIONS and args and isinstance(args[0], TensorValue) \
             and args[0].source is not None:
@@ -522,7 +532,7 @@ def _record_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Val
     try:
         # the Python dispatcher: decompositions that handle symbolic sizes
         # (meta kernels in C++ often insist on concrete ones)
-        with graph.fake_mode, enable_python_dispatcher(), _no_user_saved_tensor_hooks():
+        with graph.fake_mode, enable_python_dispatcher(), _no_user_saved_tensor_hooks(), _random_watch(tx):
             if kind == "call_method":
                 out = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
