@@ -1134,3 +1134,27 @@ def test_data_dependent_output_sizes_break_cleanly(backend):
         return torch.nonzero(x > 0).float().sum() + x.sum(), x.masked_select(x > 0).sum()
     out, be = assert_same(f, torch.randn(6, 4), graphs=None, breaks=None, backend=backend)
     assert be.count >= 1 and bytegraph.stats().eager_fallbacks == 0
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_equal_random_calls_in_a_training_graph_stay_distinct(backend):
+    # AOTAutograd's partitioner merged equal nodes of the joint graph except
+    # random operators on a list of its own, which lacks rrelu_with_noise and
+    # exponential_ (gumbel): two draws of one input became one value (torch
+    # 2.13, as with torch.compile); bytegraph compiles such graphs without CSE
+    import torch.nn.functional as F
+
+    def f(x):
+        a = F.rrelu(x, training=True)
+        b = F.rrelu(x, training=True)
+        c = F.gumbel_softmax(x, tau=1.0)
+        d = F.gumbel_softmax(x, tau=1.0)
+        return a, b, c, d
+
+    x = (-torch.rand(4, 8) - 0.5).requires_grad_()
+    cf, be = compile_counting(f, backend=backend)
+    a, b, c, d = cf(x)
+    assert be.count == 1
+    assert not torch.equal(a, b) and not torch.equal(c, d)
+    (a.sum() + b.sum() + (c * d).sum()).backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()

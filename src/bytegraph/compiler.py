@@ -9,6 +9,7 @@ the entry's check.
 
 from __future__ import annotations
 
+import contextlib
 import dis
 import inspect
 import logging
@@ -323,12 +324,14 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
             backend_start = time.perf_counter()
             context_mode = graph.fake_mode if real_inputs else None
             # under DDP: one graph per gradient bucket (distributed/ddp.py)
-            split = compile_split(backend_name, backend, gm, graph, context_mode, lambda piece, examples:
-                                  _compile_with_blocks(backend_name, backend, piece, examples, context_mode))
-            if split is None:
-                compiled, handed = _compile_with_blocks(backend_name, backend, gm, example_inputs, context_mode), [gm]
-            else:
-                compiled, handed = split
+            with _without_cse(graph.random_op):
+                split = compile_split(backend_name, backend, gm, graph, context_mode, lambda piece, examples:
+                                      _compile_with_blocks(backend_name, backend, piece, examples, context_mode))
+                if split is None:
+                    compiled, handed = _compile_with_blocks(backend_name, backend, gm, example_inputs,
+                                                            context_mode), [gm]
+                else:
+                    compiled, handed = split
             backend_seconds = time.perf_counter() - backend_start
             for handed_gm in handed:
                 graphs.append(handed_gm)
@@ -388,6 +391,21 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
     entry.observed_shapes = {i.source.name(): tuple(i.example.shape) for i in graph.inputs
                              if isinstance(i.example, torch.Tensor)}
     return entry
+
+
+def _without_cse(random_op: Optional[str]):
+    """While a graph that draws random numbers compiles: AOTAutograd without
+    common-subexpression elimination.  Its partitioner merges equal nodes of
+    the joint graph, sparing only the random operators of a list of its own,
+    which lacks ``rrelu_with_noise``, ``exponential_`` and ``uniform_``: two
+    ``F.rrelu(x, training=True)`` of one ``x`` became one value (torch
+    2.13, torch.compile's aot_eager and inductor alike).  A graph without
+    random numbers keeps it."""
+    if random_op is None:
+        return contextlib.nullcontext()
+    import torch._functorch.config as functorch_config
+    log("graph_code", "the graph draws random numbers (%s): AOTAutograd compiles it without CSE", random_op)
+    return functorch_config.patch(cse=False)
 
 
 def _compile_with_blocks(backend_name, backend, gm, example_inputs, fake_mode):

@@ -75,6 +75,9 @@ class OutputGraph:
         #: storage id -> [a fake tensor on it, whether a tensor shares it now]
         self.numpy_storages: Dict[int, list] = {}
         self.op_count = 0
+        #: the first aten operator drawing random numbers that a fake run of
+        #: this graph's operations dispatched (values/tensors.py), or None
+        self.random_op = None
         self._names = set()
         #: the frame whose instruction is adding nodes (see create_node)
         self.where = None

@@ -108,22 +108,28 @@ def draws_random(op, args=(), kwargs=None) -> bool:
 
 
 class RandomOpWatch(TorchDispatchMode):
-    """Entered over the fake run of every operation a block being recorded
-    traces (``values/tensors.py``): notes in ``reuse.random_op`` the first
-    aten operator that draws random numbers (:func:`draws_random`), or a
-    higher-order operator, whose body it does not see (it counts as random:
-    the block is traced layer by layer, which is always right)."""
+    """Entered over the fake run of an operation (``values/tensors.py``) of a
+    graph that has drawn no random numbers yet, or of a block being recorded:
+    notes in each holder's ``random_op`` the first aten operator that draws
+    random numbers (:func:`draws_random`), or a higher-order operator, whose
+    body it does not see (it counts as random: the block is traced layer by
+    layer, and the graph compiled without common-subexpression elimination,
+    which are always right)."""
 
     supports_higher_order_operators = True
 
-    def __init__(self, reuse):
+    def __init__(self, *holders):
         super().__init__()
-        self.reuse = reuse
+        #: objects with a ``random_op`` attribute to note it in (the block
+        #: being recorded, the graph)
+        self.holders = holders
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.reuse.random_op is None and (isinstance(func, torch._ops.HigherOrderOperator)
-                                             or draws_random(func, args, kwargs)):
-            self.reuse.random_op = str(func)
+        if any(h.random_op is None for h in self.holders) and (
+                isinstance(func, torch._ops.HigherOrderOperator) or draws_random(func, args, kwargs)):
+            for h in self.holders:
+                if h.random_op is None:
+                    h.random_op = str(func)
         return func(*args, **(kwargs or {}))
 
 

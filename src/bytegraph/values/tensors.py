@@ -499,13 +499,18 @@ def graph_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value
 
 
 def _random_watch(tx):
-    """While a repeated block is recorded (layer reuse), the watch over the
-    aten operators its fake runs dispatch: a random one makes it not reused."""
-    blocks = tx.trace.blocks
-    if blocks is None or not blocks.recording:
-        return contextlib.nullcontext()
+    """The watch over the aten operators a fake run dispatches, until the
+    graph has drawn random numbers: a random one in a repeated block being
+    recorded (layer reuse) makes it not reused, and one in the graph makes
+    AOTAutograd compile it without CSE (backends.compile_graph)."""
     from ..layer_reuse import RandomOpWatch
-    return RandomOpWatch(blocks)
+    blocks = tx.trace.blocks
+    graph = tx.trace.graph
+    if blocks is not None and blocks.recording:
+        return RandomOpWatch(blocks, graph)
+    if graph.random_op is not None:
+        return contextlib.nullcontext()
+    return RandomOpWatch(graph)
 
 
 def _record_call(tx, kind: str, target, args: List[Value], kwargs: Dict[str, Value]) -> Value:
