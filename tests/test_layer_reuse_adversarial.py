@@ -111,16 +111,18 @@ def _lowered(grad: bool):
     return sum(1 for n in lowered.graph.nodes if n.target is invoke_subgraph), lowered.meta
 
 
-def test_inductor_training_graphs_share_the_blocks_without_buffer_reuse(monkeypatch):
-    # Inductor's buffer reuse (torch 2.13) clobbered a tensor that a block's
-    # backward still read (tests/test_layer_reuse_inductor.py): training graphs
-    # share one subgraph and compile with it off; inference graphs keep it
-    calls, meta = _lowered(grad=True)
-    assert calls == 6 and meta["inductor_config_patches"] == {"allow_buffer_reuse": False}
+def test_inductor_training_graphs_call_the_blocks_inline_unless_switched_on(monkeypatch):
+    # Inductor's invoke_subgraph backward (torch 2.13) computes wrong gradients
+    # (tests/test_layer_reuse_inductor.py): by default training graphs get the
+    # blocks' code inline; switched on, they share one subgraph compiled with
+    # buffer reuse and donated buffers off; inference graphs always share it
+    assert _lowered(grad=True)[0] == 0
     calls, meta = _lowered(grad=False)
     assert calls == 6 and "inductor_config_patches" not in meta
-    monkeypatch.setattr(bytegraph.config, "reuse_blocks_inductor_training", False)
-    assert _lowered(grad=True)[0] == 0      # the switch: the blocks' code inline
+    monkeypatch.setattr(bytegraph.config, "reuse_blocks_inductor_training", True)
+    calls, meta = _lowered(grad=True)
+    assert calls == 6 and meta["inductor_config_patches"] == {"allow_buffer_reuse": False}
+    assert meta["functorch_config_patches"] == {"donated_buffer": False}
 
 
 # -- random numbers: decided by the operators' tags --------------------------
