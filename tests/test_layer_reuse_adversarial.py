@@ -121,7 +121,7 @@ def test_inductor_training_graphs_call_the_blocks_inline_unless_switched_on(monk
     assert calls == 6 and "inductor_config_patches" not in meta
     monkeypatch.setattr(bytegraph.config, "reuse_blocks_inductor_training", True)
     calls, meta = _lowered(grad=True)
-    assert calls == 6 and meta["inductor_config_patches"] == {"allow_buffer_reuse": False}
+    assert calls == 6 and meta["inductor_config_patches"] == {"allow_buffer_reuse": False, "inplace_buffers": False}
     assert meta["functorch_config_patches"] == {"donated_buffer": False}
 
 

@@ -142,3 +142,10 @@ def test_block_outputs_feeding_several_later_calls_get_eagers_gradients_by_defau
     torch.manual_seed(0)
     assert not bytegraph.config.reuse_blocks_inductor_training
     _grads_match(_Fan(6), torch.randn(3, 7, 16, requires_grad=True), reused=5)
+
+
+def test_block_outputs_feeding_several_later_calls_with_the_switch_on(shared_blocks):
+    # wrong (gradients off by 10x) with buffer reuse and donated buffers off;
+    # right once Inductor's in-place buffers are off too
+    torch.manual_seed(0)
+    _grads_match(_Fan(6), torch.randn(3, 7, 16, requires_grad=True), reused=5)

@@ -492,13 +492,16 @@ def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
         # subgraph inherits the outer backward's donated-buffer indices, which
         # number other inputs (torch's own fix came later), so it writes into
         # a saved input in place (residual adds around alternate layers).
-        # Either way every earlier layer's gradients were wrong.  Without
+        # Either way every earlier layer's gradients were wrong.  A block
+        # output feeding several later calls was still wrong until Inductor's
+        # in-place buffers were off too (a kernel writing into an input's
+        # buffer).  Without
         # buffer reuse (buffers are still freed after their last use) and
         # without donated buffers they are eager's
         # (tests/test_layer_reuse_inductor.py).  compile_fx applies the
         # Inductor patch to the backward's later compile too; the donated
         # indices are decided while the forward compiles.
-        out.meta["inductor_config_patches"] = {"allow_buffer_reuse": False}
+        out.meta["inductor_config_patches"] = {"allow_buffer_reuse": False, "inplace_buffers": False}
         out.meta["functorch_config_patches"] = {"donated_buffer": False}
     return out
 

@@ -95,11 +95,12 @@ reuse_max_variants: int = 4
 
 #: With Inductor, reused blocks whose outputs require grad (training, or a
 #: forward with grad on) reach it as invoke_subgraph too, compiled with
-#: Inductor's buffer reuse and AOTAutograd's donated buffers off (see
-#: block_graphs.lower_for_backend).  Off by default: torch 2.13's Inductor
-#: still computes wrong gradients where one block call's output feeds two
-#: later calls (tests/test_layer_reuse_inductor.py); off, such graphs get the
-#: blocks' code inline (Inductor then compiles every layer), which is right.
+#: Inductor's buffer reuse and in-place buffers and AOTAutograd's donated
+#: buffers off (see block_graphs.lower_for_backend): each fixed a
+#: wrong-gradient bug of torch 2.13's Inductor that an adversarial pass found,
+#: one after the other (tests/test_layer_reuse_inductor.py).  Off by default
+#: until more such testing passes; off, such graphs get the blocks' code
+#: inline (Inductor then compiles every layer).
 reuse_blocks_inductor_training: bool = False
 
 #: Operations a block's trace must record to be reused (smaller blocks
