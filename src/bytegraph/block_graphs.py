@@ -486,22 +486,19 @@ def lower_for_backend(gm: fx.GraphModule, backend_name: str) -> fx.GraphModule:
     out.meta.update(gm.meta)
     if training:
         # Inductor (torch 2.13) overwrites tensors that a later
-        # invoke_subgraph call's backward still reads, two ways: it reuses
-        # their buffers (one layer traced on its own between reused ones, a
-        # weight transposed in memory, was enough), and the block's backward
-        # subgraph inherits the outer backward's donated-buffer indices, which
-        # number other inputs (torch's own fix came later), so it writes into
-        # a saved input in place (residual adds around alternate layers).
-        # Either way every earlier layer's gradients were wrong.  A block
-        # output feeding several later calls was still wrong until Inductor's
-        # in-place buffers were off too (a kernel writing into an input's
-        # buffer).  Without
-        # buffer reuse (buffers are still freed after their last use) and
-        # without donated buffers they are eager's
-        # (tests/test_layer_reuse_inductor.py).  compile_fx applies the
-        # Inductor patch to the backward's later compile too; the donated
-        # indices are decided while the forward compiles.
+        # invoke_subgraph call's backward still reads, three ways, each found
+        # after the one before was fixed: it reuses their buffers (one layer
+        # traced on its own between reused ones, a weight transposed in
+        # memory, was enough); the block's backward subgraph inherits the
+        # outer backward's donated-buffer indices, which number other inputs,
+        # and writes into a saved input (residual adds around alternate
+        # layers); and a kernel writes its output into an input's buffer in
+        # place (one block output feeding several later calls).  Each time
+        # every earlier layer's gradients were wrong; with all three off they
+        # are eager's (tests/test_layer_reuse_inductor.py).  Buffers are
+        # still freed after their last use.  compile_fx applies the Inductor
+        # patch to the backward's later compile too; the donated indices are
+        # decided while the forward compiles.
         out.meta["inductor_config_patches"] = {"allow_buffer_reuse": False, "inplace_buffers": False}
         out.meta["functorch_config_patches"] = {"donated_buffer": False}
     return out
-

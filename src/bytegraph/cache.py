@@ -63,7 +63,9 @@ class FrameCache:
         self._entries: List[CacheEntry] = []
         self._eager_reason: Optional[BreakRecord] = None
         self._warned_limit = False
-        self._warned_graphless = False
+        #: the frame compiled to no graph config.max_graphless_variants times:
+        #: calls without tensor arguments run it as it is (_pure_python_variant)
+        self._graphless = False
         self._backend_failures = 0
         #: compile(recompile_limit=...): this cache's entry limit (None: config.cache_size_limit)
         self._limit: Optional[int] = None
@@ -109,7 +111,7 @@ class FrameCache:
             return None   # the first call runs eagerly; what it saw is learned from when the next one compiles
         if self._warned_limit and len(self._entries) >= self._entry_limit():
             return None  # (past the limit every new variant runs as it is: nothing to bind or compile)
-        if self._warned_graphless and not _tensor_or_module(args, kwargs):
+        if self._graphless and not _tensor_or_module(args, kwargs):
             return None  # (the same for the variants of a graphless frame, _pure_python_variant)
         try:
             code_signature(fn).bind(*args, **kwargs)
@@ -137,12 +139,12 @@ class FrameCache:
         nothing, and one per new constant -- a pure-Python summation called
         with a thousand lists of floats -- would cost seconds.  Not under
         fullgraph, where a recompile past the limit is an error."""
-        if self._fullgraph or self._warned_graphless or len(self._entries) < config.max_graphless_variants or \
+        if self._fullgraph or self._graphless or len(self._entries) < config.max_graphless_variants or \
                 any(e.graph_count for e in self._entries):
             return False
         if _tensor_or_module(args, kwargs):
             return False
-        self._warned_graphless = True
+        self._graphless = True
         logger.info("bytegraph: %s compiled to no graph %d times; from now on calls without tensor arguments "
                     "run it as it is", self._label or fn.__qualname__, len(self._entries))
         # (its entries are the original code transformed, so running the
@@ -312,7 +314,7 @@ class FrameCache:
         self._entries.clear()
         self._eager_reason = None
         self._warned_limit = False
-        self._warned_graphless = False
+        self._graphless = False
         self._backend_failures = 0
 
 
@@ -450,7 +452,7 @@ class FrameRunner(FrameCache):
     _select_slow = select
 
     def _select_miss(self, fn, /, *args):
-        if self._warned_graphless and not _tensor_or_module(args, None):
+        if self._graphless and not _tensor_or_module(args, None):
             return fn  # (see FrameCache._pure_python_variant; the shortest way there)
         entry = self._resolve(fn, args, {})
         return fn if entry is None else entry.function_for(fn)

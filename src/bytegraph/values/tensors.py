@@ -502,7 +502,7 @@ def _random_watch(tx):
     """The watch over the aten operators a fake run dispatches, until the
     graph has drawn random numbers: a random one in a repeated block being
     recorded (layer reuse) makes it not reused, and one in the graph makes
-    AOTAutograd compile it without CSE (backends.compile_graph)."""
+    AOTAutograd compile it without CSE (compiler._without_cse)."""
     from ..layer_reuse import RandomOpWatch
     blocks = tx.trace.blocks
     graph = tx.trace.graph
