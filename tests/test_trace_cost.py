@@ -315,3 +315,25 @@ def test_a_rebuilt_list_of_computed_strings_keeps_their_identities():
     cf = bytegraph.compile(f, backend="eager")
     for s in ("abc", "abc", "q"):
         assert cf(torch.ones(2), s)[1:] == f(torch.ones(2), s)[1:] == (False, False, 4)
+
+
+def test_a_compiled_frame_does_not_walk_the_stack_for_its_fake_mode(monkeypatch):
+    """torch's FakeTensorMode records ``traceback.extract_stack()`` when it is
+    made (for a debug message): a walk of the whole stack reading each
+    frame's source line, which for code with no file on disk searches
+    ``sys.path`` again per frame.  bytegraph makes one mode per compiled
+    frame, so a chain of 200 resume functions paid it 200 times."""
+    import traceback
+
+    walks = []
+    real = traceback.walk_stack
+    monkeypatch.setattr(traceback, "walk_stack", lambda f: walks.append(1) or real(f))
+    src = "def f(x):\n    x = x * 2\n    print('between')\n    return x + 1\n"
+    ns = {}
+    exec(compile(src, "<generated>", "exec"), ns)
+    f = ns["f"]
+    _, counter = assert_same(f, torch.randn(3), graphs=2, breaks=1, calls=1)
+    assert counter.count == 2          # two graphs, each traced under its own fake mode
+    assert walks == []
+    import torch._subclasses.fake_tensor as ft
+    assert ft.traceback is traceback   # put back after each mode

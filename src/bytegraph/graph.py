@@ -21,6 +21,38 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .sources import Source
 
 
+class _NoStacks:
+    """Stands in for the ``traceback`` module inside torch's fake_tensor
+    module while bytegraph makes a FakeTensorMode: its constructor records
+    ``traceback.extract_stack()`` for a debug message, which walks the whole
+    stack and reads every frame's source line.  For code with no file on
+    disk (``exec``'d, generated) each read searches ``sys.path`` again:
+    about 5 ms per compiled frame, a fifth of the compile of a function with
+    200 breaks.  The mode gets an empty stack instead."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def extract_stack(self, f=None, limit=None):
+        return self._module.StackSummary()
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+def _new_fake_mode(shape_env) -> FakeTensorMode:
+    """``FakeTensorMode(shape_env=shape_env)``, recording no creation stack (see _NoStacks)."""
+    import torch._subclasses.fake_tensor as ft
+    real = getattr(ft, "traceback", None)
+    if real is None:  # (a torch whose module no longer has it)
+        return FakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
+    ft.traceback = _NoStacks(real)
+    try:
+        return FakeTensorMode(allow_non_fake_inputs=False, shape_env=shape_env)
+    finally:
+        ft.traceback = real
+
+
 class GraphInput:
     """A placeholder and where its real value comes from at run time."""
 
@@ -101,7 +133,7 @@ class OutputGraph:
     @property
     def fake_mode(self):
         if self._fake_mode is None:
-            self._fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=self.shape_env)
+            self._fake_mode = _new_fake_mode(self.shape_env)
         return self._fake_mode
 
     # -- inputs -----------------------------------------------------------
