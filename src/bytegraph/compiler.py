@@ -338,8 +338,7 @@ def _compile_frame(fn, args, kwargs, backend_name, backend, fullgraph, closure_p
                 STATS.graphs += 1
                 emit("graph", handed_gm)
         cg.push_callable(compiled)
-        for inp in graph.inputs:
-            inp.source.emit_load(cg)
+        cg.load_sources([inp.source for inp in graph.inputs])
         cg.call(len(graph.inputs))
         if tensors:
             cg.emit("UNPACK_SEQUENCE", arg=len(tensors))

@@ -40,7 +40,7 @@ from .guards import (
     _DEFAULT_DEVICE, _NUMERIC_KEY_TYPES, _PRIORITY, _STATE_QUERIES, IDENTITY_KINDS, Guard, GuardSet,
     _Forgotten, _has_numbers, _short, autocast_state, key_types, storages_disjoint, typed,
 )
-from .sources import Source, chain, function_part
+from .sources import ItemSource, LocalSource, Source, chain, function_part
 
 
 class CompiledGuard:
@@ -295,7 +295,6 @@ def _tensor_changes(expected, value: torch.Tensor) -> str:
 
 def _argument_source(source) -> bool:
     """An argument of the call: a parameter, or an item of ``*args`` (ints there may become symbolic)."""
-    from .sources import ItemSource, LocalSource
     while isinstance(source, ItemSource):
         source = source.base
     return isinstance(source, LocalSource)

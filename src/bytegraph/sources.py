@@ -26,7 +26,7 @@ from .bytecode import emit
 class Source:
     """Base class.  Sources are immutable and hashable (used as dict keys)."""
 
-    __slots__ = ("_hash",)
+    __slots__ = ("_hash", "_name")
 
     #: The source this one is derived from (None for roots).
     base: Optional["Source"] = None
@@ -39,7 +39,13 @@ class Source:
 
     def name(self) -> str:
         """Readable form used in guards, logs and ``explain()``."""
-        return self.guard_expr(self.base.name() if self.base is not None else None, _label)
+        # (made once, as the hash: a deep model's guards and graph inputs ask
+        # for the names of long chains over and over)
+        try:
+            return self._name
+        except AttributeError:
+            n = self._name = self.guard_expr(self.base.name() if self.base is not None else None, _label)
+            return n
 
     def __repr__(self) -> str:
         return self.name()
@@ -197,7 +203,7 @@ class CellContentsSource(Source):
         if isinstance(self.base, RootCellSource):
             cg.emit("LOAD_DEREF", self.base.cell_name)
         else:
-            self.base.emit_load(cg)
+            cg.load_source(self.base)
             cg.emit("LOAD_ATTR", "cell_contents")
 
 
@@ -217,7 +223,7 @@ class AttrSource(Source):
         return function_part(base_expr, self.attr, bind)
 
     def emit_load(self, cg):
-        self.base.emit_load(cg)
+        cg.load_source(self.base)
         cg.emit("LOAD_ATTR", self.attr)
 
 
@@ -242,7 +248,7 @@ class TypeSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(type)
-        self.base.emit_load(cg)
+        cg.load_source(self.base)
         cg.call(1)
 
 
@@ -271,7 +277,7 @@ class GenericAttrSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(object.__getattribute__)
-        self.base.emit_load(cg)
+        cg.load_source(self.base)
         cg.load_object(self.attr)
         cg.call(2)
 
@@ -296,7 +302,7 @@ class ItemSource(Source):
         return f"{base_expr}[{bind(self.key)}]"
 
     def emit_load(self, cg):
-        self.base.emit_load(cg)
+        cg.load_source(self.base)
         cg.load_object(self.key)
         cg.emit("BINARY_SUBSCR")
 
@@ -328,7 +334,7 @@ class IteratorPartSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(self._helper())
-        self.base.emit_load(cg)
+        cg.load_source(self.base)
         cg.call(1)
 
 
