@@ -377,3 +377,76 @@ def test_graph_inputs_read_a_path_that_several_share_once():
         # the loads read the current objects: a new layer in place of one
         net.blocks[3] = Block()
         assert torch.allclose(cf(x), net(x))
+
+
+def test_reused_layers_inputs_keep_their_own_names():
+    """A reused layer's parameter sources are copies of the first layer's on
+    another base; a cached name must not come along (each input named the
+    first layer's path, and so did the recompile reasons and the rebuilt
+    module the cache blamed)."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = torch.nn.Linear(8, 8)
+            self.l2 = torch.nn.Linear(8, 8)
+            self.n = torch.nn.LayerNorm(8)
+
+        def forward(self, x):
+            # (enough work for a block to be worth reusing)
+            h = self.l1(x).relu() * 2 + 1
+            h = self.l2(h).sigmoid() - 0.5
+            h = self.n(h + x).tanh() * 0.9 + 0.1
+            return (h * h + h).cos() + x.sin() - h.exp() * 0.01 + h.abs()
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    net = Net()
+    cf, counter = compile_counting(net)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        assert torch.allclose(cf(x), net(x))
+    assert bytegraph.stats().layers_reused == 3
+    (gm,) = counter.graphs
+    names = [n.meta["source"] for n in gm.graph.nodes if n.op == "placeholder"]
+    for i in range(4):
+        assert sum(f"_modules['{i}']" in name for name in names) == 6, names
+    assert len(set(names)) == len(names)
+    net.blocks[2].l1.weight.requires_grad_(False)
+    why = cf._bg_call._entries[0].guard.why_failed((net, x), {})
+    assert "_modules['2']" in why, why
+
+
+def test_a_long_chain_of_graph_inputs_still_compiles():
+    """Graph inputs read through an 800-link chain (a linked list walked to
+    its end): the shared prefixes are read piece by piece, never by a
+    Python recursion as deep as the chain."""
+    class Node:
+        def __init__(self, w, nxt):
+            self.w, self.next = w, nxt
+
+    def f(head, x):
+        nodes = []
+        n = head
+        while n is not None:
+            nodes.append(n)
+            n = n.next
+        for n in reversed(nodes):
+            x = x * n.w + 1e-3
+        return x
+
+    head = None
+    for i in range(800):
+        head = Node(torch.full((2,), 1.0 + i * 1e-3), head)
+    cf, counter = compile_counting(f)
+    x = torch.ones(2)
+    assert torch.allclose(cf(head, x), f(head, x))
+    assert counter.count == 1
+    assert bytegraph.stats().eager_fallbacks == 0

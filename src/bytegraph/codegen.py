@@ -26,6 +26,7 @@ from typing import Dict, List, Tuple
 
 from .bytecode import assemble, decode, emit, instr
 from .errors import Unsupported
+from .sources import Source, with_base
 from .values.base import Value
 from .values.cells import CellValue
 from .values.constants import ConstantValue
@@ -126,8 +127,6 @@ class Codegen:
         self._temps: Dict[int, str] = {}
         self._tensor_temps: Dict[object, str] = {}
         self._n_temps = 0
-        #: while load_sources runs: (prefixes read more than once, their temporaries)
-        self._source_memo = None
         self._keepalive: List[object] = []
         #: where the NULL of each call begun (begin_call) and not yet made sits
         self._calls: List[int] = []
@@ -219,23 +218,6 @@ class Codegen:
         self.emit("LOAD_METHOD", name)
         self.call(argc_fn())
 
-    def load_source(self, source) -> None:
-        """Push what ``source`` reads (a source's own load pushes its base through this)."""
-        memo = self._source_memo
-        if memo is None:
-            source.emit_load(self)
-            return
-        shared, held = memo
-        temp = held.get(source)
-        if temp is not None:
-            self.emit("LOAD_FAST", temp)
-            return
-        source.emit_load(self)
-        if source in shared:
-            temp = held[source] = self.new_temp()
-            self.emit("COPY", arg=1)
-            self.emit("STORE_FAST", temp)
-
     def load_sources(self, sources) -> None:
         """Push what each of ``sources`` reads, one after another, reading a
         part that several of them share once.
@@ -264,12 +246,44 @@ class Codegen:
             for source in sources:
                 source.emit_load(self)
             return
-        self._source_memo = (shared, {})
-        try:
-            for source in sources:
-                self.load_source(source)
-        finally:
-            self._source_memo = None
+        held: Dict[object, str] = {}
+        for source in sources:
+            self._load_sharing(source, shared, held)
+
+    def _load_sharing(self, source, shared, held) -> None:
+        """Push ``source``, starting from its longest prefix held in a
+        temporary, and hold each shared prefix it passes (see load_sources).
+
+        The chain is read piece by piece, each piece rebased on the
+        temporary below it, so no Python recursion is deeper than one piece
+        (a linked list walked to its end is one long chain)."""
+        links = []
+        below = source
+        while below is not None and below not in held:
+            links.append(below)
+            below = below.base
+        base = _HeldSource(held[below]) if below is not None else None
+        piece = []
+        for link in reversed(links):        # from the root's end
+            piece.append(link)
+            if link not in shared and link is not source:
+                continue
+            if base is None:
+                link.emit_load(self)          # the piece reaches the root
+            else:
+                rebased = base
+                for step in piece:
+                    rebased = with_base(step, rebased)
+                rebased.emit_load(self)
+            piece = []
+            if link in shared:
+                temp = held[link] = self.new_temp()
+                if link is source:
+                    self.emit("COPY", arg=1)  # (pushed, and held for later reads)
+                self.emit("STORE_FAST", temp)
+                base = _HeldSource(temp)
+        if not links:
+            base.emit_load(self)            # read whole before, as a prefix of another
 
     def new_temp(self) -> str:
         name = f"___bg_tmp{self._n_temps}"
@@ -538,6 +552,24 @@ class Codegen:
 
 
 TEMP_PREFIX = "___bg_tmp"
+
+class _HeldSource(Source):
+    """A prefix of a source chain that load_sources holds in a temporary
+    (only while it emits; never guarded)."""
+
+    __slots__ = ("temp",)
+
+    def __init__(self, temp: str):
+        self.temp = temp
+
+    def guard_expr(self, base_expr, bind) -> str:
+        return self.temp
+
+    def emit_load(self, cg) -> None:
+        cg.emit("LOAD_FAST", self.temp)
+
+    def _key(self) -> tuple:
+        return (self.temp,)
 
 
 def clear_dead_temps(instrs: list) -> list:

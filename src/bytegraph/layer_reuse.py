@@ -43,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import config
 from .guards import Guard, GuardSet, autocast_state
 from .logs import enabled, log
-from .sources import AttrSource, ItemSource, LocalSource, Source, chain
+from .sources import AttrSource, ItemSource, LocalSource, Source, chain, with_base
 
 #: guard kinds a recorded block may depend on (others make it not reusable)
 _REUSABLE_KINDS = frozenset({"TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "CONSTANT_MATCH", "LEN_MATCH",
@@ -153,20 +153,9 @@ def rebase(source: Source, old: Source, new: Source) -> Optional[Source]:
         if s == old:
             out = new
             for step in links[i + 1:]:
-                out = _with_base(step, out)
+                out = with_base(step, out)
             return out
     return None
-
-
-def _with_base(step: Source, base: Source) -> Source:
-    """A copy of ``step`` (an attribute, item, type, ... of its base) on ``base``."""
-    out = object.__new__(type(step))
-    for klass in type(step).__mro__:
-        for slot in getattr(klass, "__slots__", ()):
-            if slot != "_hash" and hasattr(step, slot):
-                object.__setattr__(out, slot, getattr(step, slot))
-    out.base = base
-    return out
 
 
 def resolve(source: Source, root: Source, obj):

@@ -27,6 +27,9 @@ class Source:
     """Base class.  Sources are immutable and hashable (used as dict keys)."""
 
     __slots__ = ("_hash", "_name")
+    #: slots that cache what the others determine: a copy on another base
+    #: (with_base) must make them again
+    CACHE_SLOTS = ("_hash", "_name")
 
     #: The source this one is derived from (None for roots).
     base: Optional["Source"] = None
@@ -64,6 +67,23 @@ class Source:
         except AttributeError:
             h = self._hash = hash((type(self).__name__, self._key()))
             return h
+
+
+def with_base(step: Source, base: Source) -> Source:
+    """A copy of ``step`` (an attribute, item, type, ... of its base) on ``base``.
+
+    Example::
+
+        >>> with_base(AttrSource(LocalSource("a"), "w"), LocalSource("b")).name()
+        'b.w'
+    """
+    out = object.__new__(type(step))
+    for klass in type(step).__mro__:
+        for slot in getattr(klass, "__slots__", ()):
+            if slot not in Source.CACHE_SLOTS and hasattr(step, slot):
+                object.__setattr__(out, slot, getattr(step, slot))
+    out.base = base
+    return out
 
 
 class LocalSource(Source):
@@ -203,7 +223,7 @@ class CellContentsSource(Source):
         if isinstance(self.base, RootCellSource):
             cg.emit("LOAD_DEREF", self.base.cell_name)
         else:
-            cg.load_source(self.base)
+            self.base.emit_load(cg)
             cg.emit("LOAD_ATTR", "cell_contents")
 
 
@@ -223,7 +243,7 @@ class AttrSource(Source):
         return function_part(base_expr, self.attr, bind)
 
     def emit_load(self, cg):
-        cg.load_source(self.base)
+        self.base.emit_load(cg)
         cg.emit("LOAD_ATTR", self.attr)
 
 
@@ -248,7 +268,7 @@ class TypeSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(type)
-        cg.load_source(self.base)
+        self.base.emit_load(cg)
         cg.call(1)
 
 
@@ -277,7 +297,7 @@ class GenericAttrSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(object.__getattribute__)
-        cg.load_source(self.base)
+        self.base.emit_load(cg)
         cg.load_object(self.attr)
         cg.call(2)
 
@@ -302,7 +322,7 @@ class ItemSource(Source):
         return f"{base_expr}[{bind(self.key)}]"
 
     def emit_load(self, cg):
-        cg.load_source(self.base)
+        self.base.emit_load(cg)
         cg.load_object(self.key)
         cg.emit("BINARY_SUBSCR")
 
@@ -334,7 +354,7 @@ class IteratorPartSource(Source):
 
     def emit_load(self, cg):
         cg.push_callable(self._helper())
-        cg.load_source(self.base)
+        self.base.emit_load(cg)
         cg.call(1)
 
 
