@@ -339,6 +339,19 @@ def test_a_compiled_frame_does_not_walk_the_stack_for_its_fake_mode(monkeypatch)
     assert ft.traceback is traceback   # put back after each mode
 
 
+class _Stack(torch.nn.Module):
+    """``n`` blocks applied in turn."""
+
+    def __init__(self, block, n: int):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(block() for _ in range(n))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
 def test_graph_inputs_read_a_path_that_several_share_once():
     """A deep model's parameters are graph inputs whose sources share the
     path to their layer: the transformed code reads each shared part once
@@ -353,17 +366,7 @@ def test_graph_inputs_read_a_path_that_several_share_once():
         def forward(self, x):
             return self.norm(self.lin(x)).relu()
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = torch.nn.ModuleList(Block() for _ in range(6))
-
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-
-    net = Net()
+    net = _Stack(Block, 6)
     cf, counter = compile_counting(net)
     x = torch.randn(2, 4)
     with torch.no_grad():
@@ -398,17 +401,7 @@ def test_reused_layers_inputs_keep_their_own_names():
             h = self.n(h + x).tanh() * 0.9 + 0.1
             return (h * h + h).cos() + x.sin() - h.exp() * 0.01 + h.abs()
 
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
-
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-
-    net = Net()
+    net = _Stack(Block, 4)
     cf, counter = compile_counting(net)
     x = torch.randn(2, 8)
     with torch.no_grad():
