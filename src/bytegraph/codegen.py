@@ -242,10 +242,6 @@ class Codegen:
                 ways.setdefault(child.base, set()).add(child)
                 child = child.base
         shared = {b for b, w in ways.items() if len(w) > 1 and b.base is not None}
-        if not shared:
-            for source in sources:
-                source.emit_load(self)
-            return
         held: Dict[object, str] = {}
         for source in sources:
             self._load_sharing(source, shared, held)
@@ -552,6 +548,7 @@ class Codegen:
 
 
 TEMP_PREFIX = "___bg_tmp"
+
 
 class _HeldSource(Source):
     """A prefix of a source chain that load_sources holds in a temporary
