@@ -124,7 +124,9 @@ test: $(MODELS_STAMP) native
 # functions, cells, generators, classes. The torch part: tensors, context managers (autocast), guards,
 # side effects, soundness, the program fuzzer, the torch internals bytegraph leans on (FakeTensorMode,
 # ShapeEnv, fx, invoke_subgraph, DDP's reducer), layer reuse, real models. CORE=torch runs only the
-# torch part (another torch on the same Python: the bytecode is the same).
+# torch part (another torch on the same Python: the bytecode is the same), plus the adversarial and
+# Inductor layer-reuse files, which depend on torch's AOTAutograd and Inductor alone (their Python
+# side, the block detection, is test_layer_reuse.py, in the torch part) and take three minutes.
 CORE_PYTHON_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/test_python_semantics.py \
 	tests/test_cells.py tests/test_graph_breaks.py tests/test_break_frames.py \
 	tests/test_break_frames_adversarial.py tests/test_tracer_control_flow.py tests/test_tracer_functions.py \
@@ -132,10 +134,10 @@ CORE_PYTHON_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/t
 	tests/test_trace_cost.py
 CORE_TORCH_TESTS := tests/test_tracer_tensors.py tests/test_context_managers.py tests/test_soundness.py \
 	tests/test_side_effects.py tests/test_guards.py tests/test_torch_compat.py tests/test_program_fuzzer.py \
-	tests/test_layer_reuse.py tests/test_layer_reuse_adversarial.py tests/test_ddp_split.py tests/test_model_zoo.py \
-	tests/test_real_models.py tests/test_layer_reuse_inductor.py
+	tests/test_layer_reuse.py tests/test_ddp_split.py tests/test_model_zoo.py tests/test_real_models.py
+CORE_TORCH_ONLY_TESTS := tests/test_layer_reuse_adversarial.py tests/test_layer_reuse_inductor.py
 CORE ?= all
-CORE_TESTS = $(if $(filter torch,$(CORE)),,$(CORE_PYTHON_TESTS)) $(CORE_TORCH_TESTS)
+CORE_TESTS = $(if $(filter torch,$(CORE)),$(CORE_TORCH_ONLY_TESTS),$(CORE_PYTHON_TESTS)) $(CORE_TORCH_TESTS)
 test-core: $(MODELS_STAMP) native
 	BYTEGRAPH_EXPECT_NATIVE=1 $(PY) -m pytest -q -n $(PYTEST_JOBS) --timeout=$(PYTEST_TIMEOUT) -m "not zoo" \
 		$(CORE_TESTS) $(PYTEST_ARGS)

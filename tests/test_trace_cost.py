@@ -74,6 +74,41 @@ def test_an_input_list_of_few_constants_is_still_modelled(breaks):
     assert breaks == []
 
 
+class _Item:
+    def __init__(self, n):
+        self.n = n
+
+
+def test_an_input_list_of_many_objects_is_held_and_used_natively(breaks):
+    # (CPython's test_descr loops over gc.get_objects(): every item was
+    # wrapped and guarded, and the loop unrolled, a minute per call)
+    def f(x, items):
+        hits = [o for o in items if type(o) is _Item and o.n % 7 == 0]
+        items.append(_Item(-1))         # the caller's list, changed in place
+        return x + len(hits), hits
+
+    items = [_Item(i) for i in range(1000)] + ["a", 3, None]
+    assert len(items) > config.max_object_items
+    cf, _ = compile_counting(f)
+    ref_items, cf_items = list(items), list(items)
+    ref, ref_hits = f(torch.ones(2), ref_items)
+    out, hits = cf(torch.ones(2), cf_items)
+    assert torch.equal(out, ref) and len(hits) == len(ref_hits)
+    assert all(a is b for a, b in zip(hits, ref_hits))     # the same objects, not copies
+    assert len(cf_items) == len(ref_items) == len(items) + 1
+    assert "large_container" in breaks
+
+
+def test_long_lists_of_tensors_or_few_objects_are_still_modelled(breaks):
+    def f(x, tensors, objects):
+        return x + sum(t.sum() for t in tensors) + sum(o.n for o in objects)
+
+    tensors = [torch.full((2,), float(i)) for i in range(300)]
+    assert len(tensors) > config.max_object_items
+    assert_same(f, torch.ones(2), tensors, [_Item(i) for i in range(10)], graphs=1, breaks=0)
+    assert breaks == []
+
+
 def test_a_huge_repetition_runs_natively_and_gives_eagers_list(breaks):
     def f(x, n):
         zeros = [0] * n

@@ -55,6 +55,14 @@ max_python_loop_steps: int = 20_000
 #: Python it replaces (a 5,000-item list counted in a loop took 20 s to trace).
 max_constant_items: int = 2048
 
+#: Items a pre-existing list or tuple of other objects (neither constants nor
+#: tensors) may have and still be modelled item by item.  A longer one is held
+#: as it is and used natively (break kind ``large_container``): each item
+#: would be wrapped and guarded on every call, and a loop over them unrolled
+#: (the 5,000 objects of ``gc.get_objects()`` in a loop took 60 s to trace and
+#: guard).  Lists of tensors are modelled at any length: they are graph inputs.
+max_object_items: int = 256
+
 #: Items a generator or iterator may produce inside a trace (endless ones are unsupported).
 max_generator_items: int = 100_000
 

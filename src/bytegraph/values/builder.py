@@ -115,6 +115,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return wrap_existing_deque(tx, obj, source)
     if t in (list, tuple) and len(obj) > config.max_constant_items and all_literals(obj):
         return _opaque_container(tx, obj, source, f"a {t.__name__} of {len(obj)} constants", "large_container")
+    if t in (list, tuple) and len(obj) > config.max_object_items and not _constants_or_tensors(obj):
+        return _opaque_container(tx, obj, source, f"a {t.__name__} of {len(obj)} objects", "large_container")
     if t is list:
         _type_len(guards, source, obj)
         value = ListValue([], source)
@@ -290,6 +292,12 @@ def all_literals(items) -> bool:
 
 
 _LITERALS_OR_TUPLE = frozenset(LITERAL_TYPES + (tuple,))
+
+
+def _constants_or_tensors(items) -> bool:
+    """Whether every item is a plain constant or a tensor (what a long list
+    may hold and still be modelled: constants fold, tensors are graph inputs)."""
+    return all(_literal(item) or isinstance(item, torch.Tensor) for item in items)
 
 
 def _opaque_container(tx, obj, source, why: str, kind: str) -> Value:
