@@ -83,8 +83,8 @@ def test_an_input_list_of_many_objects_is_held_and_used_natively(breaks):
     # (CPython's test_descr loops over gc.get_objects(): every item was
     # wrapped and guarded, and the loop unrolled, a minute per call)
     def f(x, items):
-        hits = [o for o in items if type(o) is _Item and o.n % 7 == 0]
         items.append(_Item(-1))         # the caller's list, changed in place
+        hits = [o for o in items if type(o) is _Item and o.n % 7 == 0]
         return x + len(hits), hits
 
     items = [_Item(i) for i in range(1000)] + ["a", 3, None]

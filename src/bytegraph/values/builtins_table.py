@@ -30,6 +30,7 @@ from .base import Value, all_constant
 from .constants import NONE, ConstantValue, const, is_none
 from .containers import (BaseListValue, DictValue, DictViewValue, ListValue, NamedTupleValue,
                          RangeValue, SetValue, SliceValue, TupleValue)
+from .sets import snapshot
 from .builtins_iteration import ITERATION_HANDLERS, _iter_items
 from .call_errors import raise_signature_error
 from .itertools_more import MORE_ITERTOOLS_HANDLERS
@@ -241,7 +242,8 @@ def _new_set(tx, args, frozen: bool) -> SetValue:
         # CPython merges a set or dict source (table sized first): the recipe
         # calls the constructor on it
         out = SetValue(_iter_items(tx, src), frozen=frozen)
-        out.recipe = [("call", cls, src)]
+        operand = snapshot(tx, src)
+        out.recipe = None if operand is None else [("call", cls, operand)]
         return out
     return SetValue(_iter_items(tx, src), frozen=frozen)  # added item by item
 

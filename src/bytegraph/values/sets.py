@@ -163,10 +163,9 @@ class SetValue(Value):
         if isinstance(source, (SetValue, DictValue)) or isinstance(source, DictViewValue) \
                 or source.is_constant() and isinstance(source.as_constant(), (set, frozenset, dict)):
             items = source.unpack(tx) if not isinstance(source, SetValue) else list(source.elements.values())
-            if self.existing is not None:
-                self._require_replayable(source)
+            operand = self._operand(tx, source)
             tx.side_effects.mutate(self)
-            self._log(("update", source))
+            self._log(("update", operand))
             from .containers import key_of
             for v in items:
                 k = key_of(v)
@@ -177,9 +176,18 @@ class SetValue(Value):
         for v in source.unpack(tx):
             self.add(tx, v)
 
-    def _require_replayable(self, source: Value) -> None:
-        if isinstance(source, SetValue) and source.recipe is None:
-            raise Unsupported("updating a set from a set of unknown build order", kind="unsupported_set")
+    def _operand(self, tx, source: Value) -> Optional[Value]:
+        """``source`` as it is now, for this set's recipe (see :func:`snapshot`).
+        Where its state cannot be rebuilt, a pre-existing set (whose recipe
+        is replayed on the real object) cannot take the operation: it breaks
+        before it; a new set no longer knows its order."""
+        operand = snapshot(tx, source)
+        if operand is None:
+            if self.existing is not None:
+                raise Unsupported("updating a set from a set whose contents at that point the trace cannot "
+                                  "rebuild", kind="unsupported_set", hint="it runs natively between graphs")
+            self.recipe = None
+        return operand
 
     # -- methods ---------------------------------------------------------------
     def call_method(self, tx, name, args, kwargs):
@@ -237,7 +245,8 @@ class SetValue(Value):
             elif name == "symmetric_difference":
                 keys ^= set(vals)
         out = SetValue([merged[k] for k in merged if k in keys], frozen=self.frozen)
-        out.recipe = [("method", name, self, list(args))]
+        operands = [snapshot(tx, v) for v in [self, *args]]
+        out.recipe = None if None in operands else [("method", name, operands[0], operands[1:])]
         return out
 
     def binop(self, tx, opname: str, other: "SetValue", in_place: bool) -> "SetValue":
@@ -246,18 +255,18 @@ class SetValue(Value):
         keys = BINOPS[opname](mine, theirs)
         merged = {**other.elements, **self.elements}
         if in_place:
-            if self.existing is not None:
-                self._require_replayable(other)
+            operand = self._operand(tx, other)
             for k in mine - keys:
                 check_release(self.elements[k])
             tx.side_effects.mutate(self)
-            self._log(("ibinop", opname, other))
+            self._log(("ibinop", opname, operand))
             if keys != mine:
                 self.version += 1
             self.elements = {k: merged[k] for k in merged if k in keys}
             return self
         out = SetValue([merged[k] for k in merged if k in keys], frozen=self.frozen)
-        out.recipe = [("binop", opname, self, other)]
+        a, b = snapshot(tx, self), snapshot(tx, other)
+        out.recipe = None if a is None or b is None else [("binop", opname, a, b)]
         return out
 
     # -- rebuilding ------------------------------------------------------------
@@ -299,6 +308,45 @@ def _recipe_values(step):
             yield part
         elif isinstance(part, list):
             yield from (p for p in part if isinstance(p, Value))
+
+
+def snapshot(tx, v: Value) -> Optional[Value]:
+    """``v`` as it is at this point of the trace, for a recipe that runs later
+    (the shadow set in the trace, the rebuild after the graph), or None when
+    that state cannot be rebuilt.
+
+    A recipe runs long after the operation it records, so an operand the
+    trace changes in between must not change what the operation computed
+    (``t = u | {7}; u.add(3)``: ``t`` has no 3).  A new set is copied with its
+    build history, a list becomes a tuple of its items (set operations
+    iterate both alike), a dict is copied with its class (exact dicts merge
+    by a path of their own).  A pre-existing set stands for itself while the
+    trace has not changed it: the rebuild after the graph reads it before any
+    change is replayed, and :func:`emit_recipe` refuses one changed later.
+    """
+    from .containers import BaseListValue, DictValue, DictViewValue, TupleValue
+    if isinstance(v, SetValue):
+        if v.frozen:
+            return v
+        if v.existing is not None:
+            return None if v.recipe else v
+        if v.recipe is None:
+            return None
+        copy = SetValue([])
+        copy.elements = dict(v.elements)
+        copy.recipe = list(v.recipe)
+        return copy
+    if isinstance(v, TupleValue):
+        return v
+    if isinstance(v, BaseListValue):
+        return TupleValue(list(v.items))
+    if isinstance(v, DictValue):
+        if v.table is not None:
+            return None   # (an OrderedDict whose own order is not its table's)
+        return DictValue(dict(v.entries), cls=v.cls, default_factory=v.default_factory)
+    if isinstance(v, DictViewValue):
+        return TupleValue(list(v.unpack(tx)))
+    return v
 
 
 def _is_operand(v: Value) -> bool:
@@ -394,6 +442,12 @@ def emit_recipe(cg, recipe) -> None:
     """Push ``recipe`` as a list of tuples of real objects."""
     for step in recipe:
         for part in step:
+            if isinstance(part, SetValue) and part.existing is not None and not part.frozen and part.recipe:
+                # (an operand used unchanged, changed afterwards: the real
+                # object no longer holds what the operation saw)
+                raise Unsupported("a set built from a pre-existing set that the trace changes afterwards "
+                                  "gets out of the trace", kind="unreconstructable",
+                                  hint="the frame runs eagerly")
             if isinstance(part, Value):
                 cg.reconstruct(part)
             elif isinstance(part, list):
