@@ -288,6 +288,22 @@ _TORCH_SIDE_EFFECTS = {
 _GLOBAL_STATE_NAME = re.compile(r"^_?(set|clear|reset|increment|decrement|enable|disable|push|pop|add)_|autocast")
 
 
+def _has_global_side_effect(fn) -> bool:
+    """Whether calling ``fn`` changes process-wide state (see below).
+
+    Wrappers are looked through: torch._dynamo, once imported (torch imports
+    it lazily, for fake tensors among others), replaces ``torch.manual_seed``
+    by a wrapper of it, which the table, made earlier, does not hold; the
+    seed was then set at trace time, before the graph drew its numbers."""
+    for _ in range(8):
+        if fn in _TORCH_SIDE_EFFECTS or _mutates_global_state(fn):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            return False
+    return False
+
+
 def _mutates_global_state(fn) -> bool:
     """torch functions that change process-wide state (autocast, modes, flags).
 
@@ -347,7 +363,7 @@ class TorchFunctionValue(Value):
         kind = STATE_QUERY_KINDS.get(fn)
         if kind is not None:
             tx.guards.add(state_guard(kind))  # the answer is baked into the capture
-        if fn in _TORCH_SIDE_EFFECTS or _mutates_global_state(fn):
+        if _has_global_side_effect(fn):
             raise Unsupported(f"call to {_fn_name(fn)}() (global side effect)", kind="unsupported_torch_function",
                               hint="call it outside the compiled function")
         return graph_call(tx, "call_function", fn, args, kwargs)
