@@ -439,3 +439,39 @@ def compiled_step_calls_ddp(rank, world):
     out = compare(eager, compiled)
     out.update(stats())
     return out
+
+
+# -- Inductor: the ranks share the compiling ---------------------------------------------------
+
+@case
+def shared_inductor_compile(rank, world):
+    """backend "inductor", a fresh cache directory both ranks use: each rank compiles
+    the pieces it claims and takes the others' from Inductor's cache
+    (bytegraph.distributed.shared_compile)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from torch._dynamo.utils import counters
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+
+    from bytegraph.distributed import shared_compile
+    cache = Path(tempfile.gettempdir(), f"bg-shared-compile-{os.environ['MASTER_PORT']}")
+    xs = batches(rank)
+    eager = train(DDP(mlp(), bucket_cap_mb=TWO_LAYERS_MB), xs)
+    counters.clear()
+    before = len(shared_compile.rounds())
+    try:
+        with temporary_cache_dir(str(cache)):
+            compiled = train(DDP(bytegraph.compile(mlp(), backend="inductor"), bucket_cap_mb=TWO_LAYERS_MB), xs)
+    finally:
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(cache, ignore_errors=True)
+    out = compare(eager, compiled)
+    out.update(stats())
+    out["rounds"] = shared_compile.rounds()[before:]
+    out["aot_cache_hits"] = counters["aot_autograd"]["autograd_cache_hit"]
+    out["aot_cache_misses"] = counters["aot_autograd"]["autograd_cache_miss"]
+    return out

@@ -105,3 +105,18 @@ def test_ddp_call_inside_a_compiled_step_breaks_cleanly(results):
     for r in ranks(results, "compiled_step_calls_ddp"):
         # the step's own frame breaks at the DDP call; the wrapped module compiles
         assert r["graph_breaks"] >= 1 and r["graphs"] >= 1
+
+
+def test_ranks_share_compiling_the_pieces_with_inductor(results):
+    rs = ranks(results, "shared_inductor_compile")
+    for r in rs:
+        assert_matches_eager(r, tol=1e-4)
+        assert r["graphs"] == 3 and len(r["rounds"]) == 1
+    rounds = [r["rounds"][0] for r in rs]
+    claimed = [set(rd["claimed"]) for rd in rounds]
+    # each piece compiled from scratch by exactly one rank ...
+    assert claimed[0].isdisjoint(claimed[1]) and claimed[0] | claimed[1] == {0, 1, 2}
+    for r, rd in zip(rs, rounds):
+        assert sorted(rd["claimed"] + rd["waited"]) == [0, 1, 2]
+        # ... and taken from AOTAutograd's cache (forward and backward) by the other
+        assert r["aot_cache_hits"] == len(rd["waited"]) and r["aot_cache_misses"] == len(rd["claimed"])

@@ -157,3 +157,16 @@ capture_scalar_outputs: bool = False
 #: ``ddp_graphs`` log shows the cuts).  Off: one graph, whose backward yields
 #: every gradient at its end.
 ddp_bucket_split: bool = True
+
+#: Under DDP with backend ``"inductor"``, the ranks on one machine that share an
+#: Inductor cache directory split the compiling of the bucket pieces: each
+#: compiles its share first, then takes the others' from Inductor's cache
+#: (bytegraph.distributed.shared_compile; the ``shared_compile`` log shows the
+#: split).  Each rank still compiles every piece itself when the cache misses.
+#: ``BYTEGRAPH_SHARED_COMPILE=0`` turns it off.
+ddp_shared_compile: bool = os.environ.get("BYTEGRAPH_SHARED_COMPILE", "1") != "0"
+
+
+#: Seconds a rank waits for another rank to compile a piece it owns before
+#: compiling it itself (``ddp_shared_compile``).
+shared_compile_timeout: float = 600.0

@@ -16,7 +16,8 @@ only bytegraph's logs; a name it does not know is an error, as in
 * ``graph_code``: each captured graph as Python code (``graph`` is accepted as an alias);
 * ``bytecode``: each transformed function's bytecode;
 * ``errors``: internal errors that made a frame run eagerly;
-* ``ddp_graphs``: graphs cut at DistributedDataParallel's gradient buckets.
+* ``ddp_graphs``: graphs cut at DistributedDataParallel's gradient buckets;
+* ``shared_compile``: how the ranks on one machine split compiling those pieces.
 
 Each family is one logger, ``bytegraph.__<family>`` (torch's artifact
 logger naming); records go through torch's handlers when torch's settings
@@ -42,6 +43,7 @@ FAMILIES: Dict[str, str] = {
     "errors": "internal errors that made a frame run eagerly",
     "layer_reuse": "repeated blocks: each one recorded and reused, and why a block was traced as usual",
     "ddp_graphs": "graphs cut at DistributedDataParallel's gradient buckets",
+    "shared_compile": "how the ranks on one machine split compiling DDP's graph pieces, and each wait",
 }
 
 #: other spellings accepted by BYTEGRAPH_LOGS / set_logs

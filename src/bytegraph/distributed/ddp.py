@@ -57,6 +57,7 @@ import torch.fx as fx
 from .. import config
 from ..diagnostics import enabled, log
 from .graph_split import PieceRunner, split_graph, valid_cut
+from .shared_compile import compile_pieces
 
 #: the break kind of a call to a DDP module inside a trace: DDP's forward runs natively
 BREAK_DDP_FORWARD = "ddp_forward"
@@ -221,5 +222,6 @@ def compile_split(backend_name: str, backend: Callable, gm: fx.GraphModule, grap
     if not kept:
         return None
     pieces = split_graph(gm, [c.node for c in kept])
-    compiled = [compile_one(p.gm, p.examples) for p in pieces]
+    # ranks on one machine split the compiling (distributed/shared_compile.py)
+    compiled = compile_pieces(pieces, compile_one, backend_name)
     return PieceRunner(gm, pieces, compiled), [p.gm for p in pieces]
