@@ -131,7 +131,7 @@ CORE_PYTHON_TESTS := tests/test_versions.py tests/test_tracer_opcodes.py tests/t
 	tests/test_cells.py tests/test_graph_breaks.py tests/test_break_frames.py \
 	tests/test_break_frames_adversarial.py tests/test_tracer_control_flow.py tests/test_tracer_functions.py \
 	tests/test_tracer_containers.py tests/test_compile_time.py tests/test_show.py tests/test_capture_classes.py \
-	tests/test_trace_cost.py
+	tests/test_trace_cost.py tests/test_frame_inspection.py
 CORE_TORCH_TESTS := tests/test_tracer_tensors.py tests/test_context_managers.py tests/test_soundness.py \
 	tests/test_side_effects.py tests/test_guards.py tests/test_torch_compat.py tests/test_program_fuzzer.py \
 	tests/test_layer_reuse.py tests/test_ddp_split.py tests/test_model_zoo.py tests/test_real_models.py

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Optional
 
 from .errors import BreakRecord, Unsupported
@@ -48,11 +49,16 @@ class BreakPlan:
     delegated: bool = False
 
 
+#: the kind of the refusal to split a frame that looks at its own or its callers' frames
+FRAME_WALKING = "frame_walking"
+
+
 def plan_break(exc: Unsupported) -> BreakPlan:
     """Decide where to split, from the first trace's failure."""
     frame = getattr(exc, "frame", None)
     if frame is None:
         raise exc
+    _refuse_splitting_a_frame_walker(exc, frame)
     index, step = exc.index, exc.step
     record = exc.record()
     delegated = False
@@ -130,6 +136,114 @@ def inspects_callers(code) -> bool:
     if names & _FRAME_WALKING_NAMES or ("inspect" in names and "stack" in names):
         return True
     return any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts)
+
+
+def _refuse_splitting_a_frame_walker(exc: Unsupported, frame) -> None:
+    """A compiled frame whose code looks at frames (``sys._getframe()``,
+    ``inspect.currentframe()``, ``inspect.stack()``, ``f_back``, a
+    ``stacklevel``) is not split: after a break it would continue in a
+    resume function, another frame, called from the transformed one.  A
+    frame object taken before the break would then stop following the code
+    (``f_lineno``, and from 3.13 ``f_locals``, a live view that can also
+    write), and a walk up the stack from the continuation would meet one
+    frame more than eager does.  The frame runs eagerly.  (An inlined
+    function that walks frames is handled by the chain plan: its whole call
+    runs natively.)"""
+    root = frame
+    while root.parent is not None:
+        root = root.parent
+    if _walks_frames_across(root) or _calls_a_frame_walker(root):
+        refused = Unsupported(f"{exc.explanation}, in {root.code.co_name}, which looks at its own or its "
+                              "callers' frames (sys._getframe, inspect, stacklevel): a continuation after a "
+                              "break would be another frame", kind=FRAME_WALKING,
+                              hint="the frame runs eagerly; move the frame inspection into a function of its own")
+        refused.location = exc.location
+        refused.stack = exc.stack
+        refused.user_location = exc.user_location
+        raise refused from None
+
+
+#: names that hand out a frame object, which may be kept and read after a break
+_FRAME_TAKING_NAMES = frozenset({"_getframe", "currentframe"})
+
+
+def _walks_frames_across(frame) -> bool:
+    """``frame`` (the compiled one, stopped at ``frame.ip``) took a frame
+    object before the break or takes one there (it may be kept and read
+    later), or may walk the stack after it (see :func:`inspects_callers`)."""
+    if not inspects_callers(frame.code):
+        return False
+    taking, walking = [], []
+    for i, ins in enumerate(frame.instrs):
+        v = ins.argval
+        if isinstance(v, str) and (v in _FRAME_WALKING_NAMES or v == "stack"):
+            (taking if v in _FRAME_TAKING_NAMES else walking).append(i)
+        elif isinstance(v, tuple) and "stacklevel" in v:
+            walking.append(i)
+    if any(i <= frame.ip and not _discarded_at_once(frame.instrs, i) for i in taking):
+        return True
+    from .break_locals import may_reach_site
+    sites = taking + walking
+    return bool(sites) and may_reach_site(frame.code, frame.ip, sites)
+
+
+def _discarded_at_once(instrs, i: int) -> bool:
+    """The frame object loaded at ``instrs[i]`` (``sys._getframe``) is called
+    with constant arguments and its result popped: nothing keeps it."""
+    from .bytecode import emit
+    j = i + 1
+    while j < len(instrs) and instrs[j].opname in ("LOAD_CONST", "LOAD_SMALL_INT", "PRECALL", "PUSH_NULL", "NOP"):
+        j += 1
+    return j + 1 < len(instrs) and emit.is_call(instrs[j]) and instrs[j + 1].opname == "POP_TOP"
+
+
+def _walks_callers(code) -> bool:
+    """Like :func:`inspects_callers`, without the code that only takes its own
+    frame (``sys._getframe()``, ``sys._getframe(0)``, ``inspect.currentframe()``
+    with no ``f_back``): what a call of ``code`` would see of its callers."""
+    names = set(code.co_names)
+    if names & (_FRAME_WALKING_NAMES - _FRAME_TAKING_NAMES) or ("inspect" in names and "stack" in names):
+        return True
+    if any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts):
+        return True
+    if "_getframe" not in names:
+        return False
+    from .bytecode import decode, emit
+    instrs = decode(code)
+    for i, ins in enumerate(instrs[:-1]):
+        if ins.argval == "_getframe":
+            j = i + 1
+            while j + 1 < len(instrs) and instrs[j].opname in ("PUSH_NULL", "NOP"):
+                j += 1
+            nxt = instrs[j]
+            own = (nxt.opname in ("LOAD_CONST", "LOAD_SMALL_INT") and nxt.argval == 0) or \
+                nxt.opname == "PRECALL" or emit.is_call(nxt)
+            if not own:
+                return True
+    return False
+
+
+def _calls_a_frame_walker(frame) -> bool:
+    """``frame``'s code names a global Python function that looks at its
+    callers' frames (a ``caller_name()`` helper that reads
+    ``sys._getframe(2)``): called from a continuation, it would see the
+    transformed frame where eager has the frame's caller.  A static reading
+    of the frame's globals; methods and deeper calls are not followed."""
+    f_globals = getattr(frame, "f_globals", None)
+    if not isinstance(f_globals, dict):
+        return False
+    walkers = set()
+    for name in frame.code.co_names:
+        fn = f_globals.get(name)
+        if isinstance(fn, types.FunctionType) and _walks_callers(fn.__code__):
+            walkers.add(name)
+    if not walkers:
+        return False
+    # only a call the continuation may make: a load after the break, or in a loop around it
+    from .break_locals import may_reach_site
+    sites = [i for i, ins in enumerate(frame.instrs)
+             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval in walkers]
+    return bool(sites) and may_reach_site(frame.code, frame.ip, sites)
 
 
 def _is_plain_call(frame) -> bool:

@@ -15,6 +15,7 @@ import builtins
 import sys
 import types
 import warnings
+from typing import Optional
 
 _C_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                      types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)
@@ -62,16 +63,40 @@ def c_function_reads_caller_frame(fn) -> bool:
 def reads_caller_locals(callee) -> bool:
     """Whether calling the value ``callee`` (a :class:`Value`) may read the
     calling frame's locals by name: then every bound local must be in the
-    frame that runs the call, dead or not.
+    frame that runs the call, dead or not.  A C function that does
+    (``eval``, ``locals``, ``sys._getframe``), or a Python function that
+    walks to its callers' frames (``sys._getframe(1).f_locals``; see
+    :func:`~bytegraph.break_plan.inspects_callers`): a break inside an
+    inlined one runs its whole call natively from this frame.
 
     Example::
 
-        >>> from bytegraph.values.functions import BuiltinValue
+        >>> from bytegraph.values.functions import BuiltinValue, UserFunctionValue
         >>> reads_caller_locals(BuiltinValue(eval, None)), reads_caller_locals(BuiltinValue(print, None))
         (True, False)
+        >>> reads_caller_locals(UserFunctionValue(lambda: sys._getframe(1).f_locals))
+        True
     """
+    code = _python_code(callee)
+    if code is not None:
+        from ..break_plan import inspects_callers
+        return inspects_callers(code)
     obj = callee.real_object()
     return obj is not None and id(obj[0]) in _READ_CALLER_LOCALS
+
+
+def _python_code(callee) -> Optional[types.CodeType]:
+    """The code a call of the function value ``callee`` runs, when it is a
+    Python function (plain, made in the trace, or a bound method of one)."""
+    from .functions import BoundMethodValue, NestedFunctionValue
+    if isinstance(callee, BoundMethodValue):
+        callee = callee.func
+    if isinstance(callee, NestedFunctionValue):
+        return callee.code
+    obj = callee.real_object()
+    fn = obj[0] if obj is not None else None
+    fn = getattr(fn, "__func__", fn)
+    return fn.__code__ if isinstance(fn, types.FunctionType) else None
 
 
 def _c_construction(cls: type) -> bool:
