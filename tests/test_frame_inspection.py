@@ -10,7 +10,7 @@ they run eagerly.  A function that reads its caller's locals
 (``sys._getframe(1).f_locals``) and is called at a break finds every local
 the caller bound, live or not (``frame_blind.reads_caller_locals``).
 
-Each case runs eagerly and compiled (``raise_on_error``) and compares what
+Each case runs eagerly and compiled (``raise_on_error``, conftest) and compares what
 the code returned; each failed before the fix, on the versions noted.
 """
 
@@ -24,7 +24,6 @@ import pytest
 import torch
 
 import bytegraph
-from bytegraph import config
 from bytegraph.break_plan import FRAME_WALKING
 
 
@@ -141,16 +140,6 @@ def run_from_a_caller(fn):
     def the_caller():
         return fn(torch.ones(2))
     return _normal(the_caller())
-
-
-@pytest.fixture(autouse=True)
-def strict():
-    bytegraph.reset()
-    saved = config.raise_on_error
-    config.raise_on_error = True
-    yield
-    config.raise_on_error = saved
-    bytegraph.reset()
 
 
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
