@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import io
 import sys
+import traceback
 
 import pytest
 import torch
@@ -122,7 +123,33 @@ def callee_reads_a_dead_local(x):        # all versions: None instead of 7 (a de
     return x + 1, r
 
 
-CASES = [kept_frame_then_read, line_numbers_of_a_kept_frame, locals_of_the_frame_copied, write_through_f_locals,
+# --- the frames an exception passed through ---------------------------------------------
+
+def boom():
+    raise ValueError("b")
+
+
+def traceback_entries(x):                # all versions: 4 entries instead of 2
+    try:
+        boom()
+    except ValueError as e:
+        tb, names = e.__traceback__, []
+        while tb is not None:
+            names.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        return x + 1, names
+
+
+def traceback_entries_after_a_break(x):  # all versions: 4 instead of 2
+    y = x + 1
+    quiet()
+    try:
+        boom()
+    except ValueError:
+        return y, traceback.format_exc().count("File ")
+
+
+CASES = [traceback_entries, traceback_entries_after_a_break, kept_frame_then_read, line_numbers_of_a_kept_frame, locals_of_the_frame_copied, write_through_f_locals,
          caller_after_a_break, caller_after_two_breaks, stack_depth_after_a_break, helper_walks_after_a_break,
          callee_reads_a_dead_local]
 

@@ -114,9 +114,14 @@ def plan_break(exc: Unsupported) -> BreakPlan:
 
 #: names whose use in a function suggests it looks at the frames that called
 #: it (``sys._getframe(1)``, ``inspect.currentframe().f_back``,
-#: ``traceback.extract_stack()``)
+#: ``traceback.extract_stack()``) or at those an exception passed through
+#: (``e.__traceback__.tb_next``, ``traceback.format_exc()``)
 _FRAME_WALKING_NAMES = frozenset({"_getframe", "currentframe", "f_back", "getouterframes", "getframeinfo",
-                                  "extract_stack", "format_stack", "print_stack", "walk_stack"})
+                                  "extract_stack", "format_stack", "print_stack", "walk_stack",
+                                  # a traceback lists the frames an exception passed through
+                                  "tb_next", "extract_tb", "format_tb", "print_tb", "walk_tb",
+                                  "format_exc", "print_exc", "format_exception", "print_exception",
+                                  "TracebackException", "getinnerframes"})
 
 
 def inspects_callers(code) -> bool:
