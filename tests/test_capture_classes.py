@@ -4,6 +4,7 @@ the classes' state afterwards, exceptions, recorded warnings) and asserts
 the code was captured (graph count, no break, no recompile on an identical
 call)."""
 
+import io
 import warnings
 
 import pytest
@@ -702,3 +703,40 @@ def test_warn_program_categories(category):
     else:
         # its __init__ is the program's code: the call runs natively (once)
         assert _CodeCategory.made == 2 * made and bytegraph.stats().graph_breaks == 1
+
+
+# -- zero-argument super() after the method rebinds its first argument ------------------------
+# super() reads the first local's value now; a resume function after a break used to hand it the
+# value at the break (``___bg_self``): the parent method ran on the old instance.
+
+class _SuperBase:
+    def __init__(self, k):
+        self.k = k
+
+    def m(self, x):
+        return x + self.k
+
+
+class _SuperRebinds(_SuperBase):
+    def m(self, x):
+        y = x * 2
+        print("", end="", file=io.StringIO())    # a graph break
+        self = self.other
+        return super().m(y)
+
+
+def _super_rebinds_instance():
+    b = _SuperRebinds(1)
+    b.other = _SuperRebinds(100)
+    return b
+
+
+def test_zero_argument_super_after_the_first_argument_is_rebound_across_a_break():
+    expected = _SuperRebinds.m(_super_rebinds_instance(), torch.ones(2))
+    compiled = bytegraph.compile(_SuperRebinds.m, backend="eager")
+    assert torch.equal(compiled(_super_rebinds_instance(), torch.ones(2)), expected)    # 102, not 3
+
+    def caller(x):          # the method inlined into a compiled caller
+        return _super_rebinds_instance().m(x)
+    bytegraph.reset()
+    assert torch.equal(bytegraph.compile(caller, backend="eager")(torch.ones(2)), caller(torch.ones(2)))

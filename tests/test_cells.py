@@ -498,3 +498,101 @@ def test_force_transform_runs_pure_python_through_transformed_code():
         assert report.result == ([0, 5], 2)
     finally:
         bytegraph.config.force_transform = False
+
+
+# -- a cell emptied in the trace, then a graph break ------------------------------------------
+# The trace buffers cell writes; a cell bound and deleted in it ends EMPTY, and its write-back
+# deleted a real cell the replay had never filled: UnboundLocalError where eager runs on.
+
+def _quiet():
+    print("", end="", file=__import__("io").StringIO())   # a graph break
+
+
+def _del_cell_then_break(x):
+    c = 5
+    h = lambda: c       # noqa: E731 (c is a cell)
+    del c
+    _quiet()
+    c = 9
+    return x + 1, h()
+
+
+def _except_name_captured_then_break(x):
+    r = []
+    try:
+        raise ValueError("v")
+    except ValueError as e:          # the handler's implicit ``del e`` empties the cell
+        r.append(lambda: str(e))
+    y = x + 1
+    _quiet()
+    try:
+        return y, r[0]()
+    except NameError:
+        return y, "NameError"
+
+
+def _nonlocal_del_then_break(x):
+    c = 5
+
+    def d():
+        nonlocal c
+        del c
+    d()
+    _quiet()
+    return x + 1
+
+
+def _make_pre_existing_cell():
+    c = 1
+
+    def setter():
+        nonlocal c
+        c = 5
+
+    def deleter():
+        nonlocal c
+        del c
+
+    def reader():
+        try:
+            return c
+        except NameError:
+            return "empty"
+    return setter, deleter, reader
+
+
+_SET, _DEL, _READ = _make_pre_existing_cell()
+
+
+def _pre_existing_cell_set_and_deleted(x):
+    _SET()
+    _DEL()
+    _quiet()
+    return x + 1, _READ()
+
+
+@pytest.mark.parametrize("fn", [_del_cell_then_break, _except_name_captured_then_break, _nonlocal_del_then_break,
+                                _pre_existing_cell_set_and_deleted], ids=lambda f: f.__name__.strip("_"))
+def test_a_cell_emptied_in_the_trace_before_a_break(fn):
+    def outcome(f):
+        try:
+            return ("ok", _plain(f(torch.ones(2))))
+        except Exception as e:      # pragma: no cover (a failure shows it)
+            return ("raised", type(e).__name__, str(e))
+    if fn is _pre_existing_cell_set_and_deleted:
+        _DEL() if _READ() != "empty" else None     # the real cell starts empty, as it ends
+    expected = outcome(fn)
+    if fn is _pre_existing_cell_set_and_deleted:
+        assert _READ() == "empty"
+    compiled = bytegraph.compile(fn, backend="eager")
+    for _ in range(2):
+        assert outcome(compiled) == expected
+    assert bytegraph.stats().graph_breaks >= 1 and bytegraph.stats().eager_fallbacks == 0
+
+
+def _plain(v):
+    if isinstance(v, torch.Tensor):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return tuple(_plain(e) for e in v)
+    return v

@@ -175,7 +175,8 @@ def super_needs_own_frame(code: types.CodeType) -> bool:
     """``code`` may call ``super()`` without arguments and has no positional
     parameter: CPython answers "super(): no arguments" there, but in a
     generated function (which takes parameters) it would read one of those.
-    Such code is never continued in a generated function.
+    Or it rebinds its first argument, which ``super()`` reads.  Such code is
+    never continued in a generated function.
 
     Example::
 
@@ -185,7 +186,21 @@ def super_needs_own_frame(code: types.CodeType) -> bool:
         >>> super_needs_own_frame(A.f.__code__)
         True
     """
-    return "__class__" in code.co_freevars and "super" in code.co_names and code.co_argcount == 0
+    if "__class__" not in code.co_freevars or "super" not in code.co_names:
+        return False
+    return code.co_argcount == 0 or _rebinds_first_argument(code)
+
+
+def _rebinds_first_argument(code: types.CodeType) -> bool:
+    """``code`` assigns or deletes its first argument (``self = self.other``).
+    Zero-argument ``super()`` reads that local's value *now*; a generated
+    function would hand it the value at the break (``___bg_self``)."""
+    from .bytecode import decode
+    first = code.co_varnames[0]
+    return any(ins.opname in ("STORE_FAST", "DELETE_FAST", "STORE_DEREF", "DELETE_DEREF",
+                              "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST")
+               and (ins.argval == first or (isinstance(ins.argval, tuple) and first in ins.argval))
+               for ins in decode(code))
 
 
 def _identifier_params(params: List[str]) -> List[str]:

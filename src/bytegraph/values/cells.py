@@ -167,14 +167,23 @@ class CellValue(Value):
 
     def emit_writeback(self, cg) -> None:
         """Write the final contents into the real (pre-existing) cell (C4, C5)."""
+        # Emptying: the real cell may be empty already (bound and deleted in
+        # the trace, whose store was never replayed; emptied by a callee's
+        # ``nonlocal`` del; an ``except ... as e`` name a closure captured), and
+        # deleting an empty cell raises.  A store first makes the delete safe.
         if self.is_root_cell:
             if self.contents is EMPTY:
+                cg.emit("LOAD_CONST", None)
+                cg.emit("STORE_DEREF", self.source.cell_name)
                 cg.emit("DELETE_DEREF", self.source.cell_name)
             else:
                 cg.reconstruct(self.contents)
                 cg.emit("STORE_DEREF", self.source.cell_name)
             return
         if self.contents is EMPTY:
+            cg.emit("LOAD_CONST", None)
+            cg.load_target(self)
+            cg.emit("STORE_ATTR", "cell_contents")
             cg.load_target(self)
             cg.emit("DELETE_ATTR", "cell_contents")
         else:
