@@ -596,3 +596,52 @@ def _plain(v):
     if isinstance(v, tuple):
         return tuple(_plain(e) for e in v)
     return v
+
+
+# -- a cell bound on one path and empty on another, then a break ----------------------------
+# The continuation's entry took the cell's state for granted (no guard): compiled first with
+# the cell bound, a call with it empty raised NameError at the break; compiled first with it
+# empty, a call with it bound answered "empty".  A CELL_EMPTY guard now tells them apart.
+
+def _cell_bound_on_one_path(x, flag):
+    h = lambda: c       # noqa: E731
+    if flag:
+        c = 5
+    _quiet()
+    try:
+        r = h()
+    except NameError:
+        r = "NE"
+    return x + 1, r
+
+
+def _cell_deleted_on_one_path(x, flag):
+    c = 5
+    h = lambda: c       # noqa: E731
+    if flag:
+        del c
+    _quiet()
+    try:
+        r = h()
+    except NameError:
+        r = "NE"
+    return x + 1, r
+
+
+@pytest.mark.parametrize("order", [(True, False), (False, True)])
+@pytest.mark.parametrize("fn", [_cell_bound_on_one_path, _cell_deleted_on_one_path], ids=lambda f: f.__name__.strip("_"))
+def test_a_cell_empty_on_one_path_is_guarded_across_a_break(fn, order):
+    bytegraph.reset()
+    compiled = bytegraph.compile(fn, backend="eager")
+    for flag in order + order:
+        assert _plain(compiled(torch.ones(2), flag)) == _plain(fn(torch.ones(2), flag)), flag
+    assert bytegraph.stats().eager_fallbacks == 0
+
+
+def test_the_cell_guard_names_the_state():
+    from bytegraph.guard_compiler import cell_is_empty
+    from bytegraph.guards import Guard
+    from bytegraph.sources import RootCellSource
+    import types
+    assert cell_is_empty(types.CellType()) and not cell_is_empty(types.CellType(0))
+    assert Guard("CELL_EMPTY", RootCellSource("c", 0), True).describe() == "cell c is empty"

@@ -299,6 +299,22 @@ def _argument_source(source) -> bool:
         source = source.base
     return isinstance(source, LocalSource)
 
+def cell_is_empty(cell) -> bool:
+    """Whether ``cell`` holds nothing (a deleted or never-bound variable).
+
+    Example::
+
+        >>> import types
+        >>> cell_is_empty(types.CellType()), cell_is_empty(types.CellType(1))
+        (True, False)
+    """
+    try:
+        cell.cell_contents
+    except ValueError:
+        return True
+    return False
+
+
 def _float_bits(x: float) -> int:
     """The IEEE bits of ``x`` (NaN and signed zeros told apart)."""
     return struct.unpack("<q", struct.pack("<d", x))[0]
@@ -640,6 +656,8 @@ def _condition(g: Guard, expr_of, setup, bind, weak=None, native=None) -> str:
         return f"type({e}) is {bind(type(v))} and {e} == {bind(v)}"
     if k == "LEN_MATCH":
         return f"len({e}) == {g.expected}"
+    if k == "CELL_EMPTY":
+        return f"{bind(cell_is_empty)}({e}) is {g.expected}"
     if k == "SET_MATCH":
         if _has_numbers(g.expected):
             # {1} == {True}: the elements' types too

@@ -37,6 +37,7 @@ _PRIORITY = {
     "ID_MATCH": 1,
     "FUNCTION_MATCH": 1,
     "CONSTANT_MATCH": 2,
+    "CELL_EMPTY": 2,
     "LEN_MATCH": 3,
     "DICT_KEYS": 4,
     "ODICT_KEYS": 4,
@@ -132,6 +133,8 @@ class Guard:
             return f"{src} == {e!r}"
         if k == "LEN_MATCH":
             return f"len({src}) == {e}"
+        if k == "CELL_EMPTY":
+            return f"{src} is {'empty' if e else 'bound'}"
         if k == "SET_MATCH":
             return f"{src} == {set(e)!r}"
         if k == "DICT_CONTAINS":

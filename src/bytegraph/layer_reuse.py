@@ -47,7 +47,8 @@ from .sources import AttrSource, ItemSource, LocalSource, Source, chain, with_ba
 
 #: guard kinds a recorded block may depend on (others make it not reusable)
 _REUSABLE_KINDS = frozenset({"TYPE_MATCH", "ID_MATCH", "FUNCTION_MATCH", "CONSTANT_MATCH", "LEN_MATCH",
-                             "DICT_KEYS", "ODICT_KEYS", "DICT_CONTAINS", "SET_MATCH", "TENSOR_MATCH", "ALIAS"})
+                             "DICT_KEYS", "ODICT_KEYS", "DICT_CONTAINS", "SET_MATCH", "TENSOR_MATCH", "ALIAS",
+                             "CELL_EMPTY"})
 
 #: the root a block's own guards are re-rooted at (the check's one parameter)
 _BLOCK = LocalSource("___bg_block")

@@ -86,6 +86,7 @@ class CellValue(Value):
     def read(self, tx) -> Value:
         """``LOAD_DEREF``: the contents, loading a pre-existing cell's contents lazily."""
         if self.contents is UNREAD:
+            self._guard_emptiness(tx)
             try:
                 obj = self.real_cell.cell_contents
             except ValueError:
@@ -106,6 +107,23 @@ class CellValue(Value):
                 f"cannot access free variable '{self.name}' where it is not associated with a value"
                 " in enclosing scope"))
         return self.contents
+
+    def _guard_emptiness(self, tx) -> None:
+        """The trace took the cell's being empty or bound for granted (a
+        ``NameError`` raised or not, contents read through their source):
+        guard it.  (A root frame's own cell variable needs none: it is
+        empty when the frame starts.)"""
+        src = self.source
+        if src is None or (isinstance(src, RootCellSource) and src.closure_index is None):
+            return
+        from ..guards import Guard
+        empty = True
+        try:
+            self.real_cell.cell_contents
+            empty = False
+        except ValueError:
+            pass
+        tx.guards.add(Guard("CELL_EMPTY", src, empty))
 
     def _check_locatable(self) -> None:
         if self.source is None and self.real_cell is not None:
