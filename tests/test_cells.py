@@ -603,16 +603,19 @@ def _plain(v):
 # the cell bound, a call with it empty raised NameError at the break; compiled first with it
 # empty, a call with it bound answered "empty".  A CELL_EMPTY guard now tells them apart.
 
+def _value_or_name_error(h):
+    try:
+        return h()
+    except NameError:
+        return "NE"
+
+
 def _cell_bound_on_one_path(x, flag):
     h = lambda: c       # noqa: E731
     if flag:
         c = 5
     _quiet()
-    try:
-        r = h()
-    except NameError:
-        r = "NE"
-    return x + 1, r
+    return x + 1, _value_or_name_error(h)
 
 
 def _cell_deleted_on_one_path(x, flag):
@@ -621,11 +624,7 @@ def _cell_deleted_on_one_path(x, flag):
     if flag:
         del c
     _quiet()
-    try:
-        r = h()
-    except NameError:
-        r = "NE"
-    return x + 1, r
+    return x + 1, _value_or_name_error(h)
 
 
 @pytest.mark.parametrize("order", [(True, False), (False, True)])
