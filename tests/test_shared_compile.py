@@ -130,7 +130,7 @@ def test_ranks_with_other_pieces_share_nothing(store):
 def test_a_piece_whose_rank_never_compiles_it_is_compiled_here_after_the_timeout(store, monkeypatch):
     monkeypatch.setattr(config, "shared_compile_timeout", 0.2)
     ps = pieces(2)
-    plan = sc.plan_sharing([sc.piece_fingerprint(p.gm, p.examples) for p in ps], [1, 2], "inductor")
+    plan = sc.plan_sharing(ps, "inductor")
     assert plan.claim() == 1      # another "rank" claims the costlier piece and never finishes it
     log = []
     start = time.monotonic()
@@ -145,7 +145,7 @@ def test_an_error_while_compiling_releases_the_other_rank(store):
 
     def failing(gm, examples):
         raise RuntimeError("backend failed")
-    plan = sc.plan_sharing([sc.piece_fingerprint(p.gm, p.examples) for p in ps], [1, 2], "inductor")
+    plan = sc.plan_sharing(ps, "inductor")
     with pytest.raises(RuntimeError, match="backend failed"):
         sc.compile_pieces(ps, failing, "inductor")
     # the failed rank (it claimed piece 1, the costliest) still marked it done: a waiter
@@ -164,7 +164,7 @@ def test_no_sharing_outside_its_conditions(monkeypatch, why):
         monkeypatch.setattr(config, "ddp_shared_compile", False)
     elif why == "one piece":
         n = 1
-    assert sc.plan_sharing(["f"] * n, [1] * n, backend) is None
+    assert sc.plan_sharing([None] * n, backend) is None
 
 
 def test_fingerprints_see_code_and_input_metadata():

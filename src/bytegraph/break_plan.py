@@ -138,9 +138,20 @@ def inspects_callers(code) -> bool:
         (True, False)
     """
     names = set(code.co_names)
-    if names & _FRAME_WALKING_NAMES or ("inspect" in names and "stack" in names):
-        return True
-    return any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts)
+    return bool(names & _FRAME_WALKING_NAMES) or _reports_a_callers_place(code, names)
+
+
+def _reports_a_callers_place(code, names) -> bool:
+    """``inspect.stack()``, or a call with a ``stacklevel`` keyword."""
+    return ("inspect" in names and "stack" in names) or \
+        any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts)
+
+
+def _after_fillers(instrs, j: int) -> int:
+    """The index of the first instruction from ``j`` on that is not a NULL push or a NOP."""
+    while j + 1 < len(instrs) and instrs[j].opname in ("PUSH_NULL", "NOP"):
+        j += 1
+    return j
 
 
 def _refuse_splitting_a_frame_walker(exc: Unsupported, frame) -> None:
@@ -196,9 +207,9 @@ def _discarded_at_once(instrs, i: int) -> bool:
     """The frame object loaded at ``instrs[i]`` (``sys._getframe``) is called
     with constant arguments and its result popped: nothing keeps it."""
     from .bytecode import emit
-    j = i + 1
-    while j < len(instrs) and instrs[j].opname in ("LOAD_CONST", "LOAD_SMALL_INT", "PRECALL", "PUSH_NULL", "NOP"):
-        j += 1
+    j = _after_fillers(instrs, i + 1)
+    while j < len(instrs) and instrs[j].opname in ("LOAD_CONST", "LOAD_SMALL_INT", "PRECALL"):
+        j = _after_fillers(instrs, j + 1)
     return j + 1 < len(instrs) and emit.is_call(instrs[j]) and instrs[j + 1].opname == "POP_TOP"
 
 
@@ -207,9 +218,7 @@ def _walks_callers(code) -> bool:
     frame (``sys._getframe()``, ``sys._getframe(0)``, ``inspect.currentframe()``
     with no ``f_back``): what a call of ``code`` would see of its callers."""
     names = set(code.co_names)
-    if names & (_FRAME_WALKING_NAMES - _FRAME_TAKING_NAMES) or ("inspect" in names and "stack" in names):
-        return True
-    if any(isinstance(c, tuple) and "stacklevel" in c for c in code.co_consts):
+    if names & (_FRAME_WALKING_NAMES - _FRAME_TAKING_NAMES) or _reports_a_callers_place(code, names):
         return True
     if "_getframe" not in names:
         return False
@@ -217,10 +226,7 @@ def _walks_callers(code) -> bool:
     instrs = decode(code)
     for i, ins in enumerate(instrs[:-1]):
         if ins.argval == "_getframe":
-            j = i + 1
-            while j + 1 < len(instrs) and instrs[j].opname in ("PUSH_NULL", "NOP"):
-                j += 1
-            nxt = instrs[j]
+            nxt = instrs[_after_fillers(instrs, i + 1)]
             own = (nxt.opname in ("LOAD_CONST", "LOAD_SMALL_INT") and nxt.argval == 0) or \
                 nxt.opname == "PRECALL" or emit.is_call(nxt)
             if not own:

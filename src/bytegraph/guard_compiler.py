@@ -40,7 +40,7 @@ from .guards import (
     _DEFAULT_DEVICE, _NUMERIC_KEY_TYPES, _PRIORITY, _STATE_QUERIES, IDENTITY_KINDS, Guard, GuardSet,
     _Forgotten, _has_numbers, _short, autocast_state, key_types, storages_disjoint, typed,
 )
-from .sources import ItemSource, LocalSource, Source, chain, function_part
+from .sources import CellContentsSource, ItemSource, LocalSource, Source, chain, function_part
 
 
 class CompiledGuard:
@@ -430,7 +430,11 @@ def compile_guards(guards: GuardSet, fn: Callable, frame_globals: dict, closure_
         return var_of[source]
 
     shape_guards = [g for g in guards if g.kind == "SHAPE_ENV"]
-    ordered = sorted((g for g in guards if g.kind != "SHAPE_ENV"),
+    # "the cell is bound" is implied by any check of its contents: reading an
+    # empty cell's ``cell_contents`` raises, and the guard answers False
+    contents_read = {g.source.base for g in guards if isinstance(g.source, CellContentsSource)}
+    ordered = sorted((g for g in guards if g.kind != "SHAPE_ENV"
+                      and not (g.kind == "CELL_EMPTY" and not g.expected and g.source in contents_read)),
                      key=lambda g: (_PRIORITY[g.kind], len(chain(g.source)) if g.source else 0))
     lines: List[Tuple[list, str, Guard, Optional[str]]] = []
     native = _native.load()

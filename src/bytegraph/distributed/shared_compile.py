@@ -36,7 +36,7 @@ piece.  The ``shared_compile`` log and :func:`rounds` show each round.
 
 Example::
 
-    >>> plan_sharing(["a", "b", "c"], [1, 1, 1], "inductor") is None    # no process group: each compiles all
+    >>> plan_sharing([None, None], "inductor") is None    # no process group: each compiles all
     True
 """
 
@@ -144,17 +144,17 @@ def _default_store():
         return None
 
 
-def plan_sharing(fingerprints: Sequence[str], costs: Sequence[int], backend_name) -> Optional[SharingPlan]:
-    """This rank's :class:`SharingPlan` for pieces with ``fingerprints`` (and
-    estimated compile ``costs``), or None when it compiles every piece on its
-    own (see the module docstring).
+def plan_sharing(pieces: Sequence, backend_name) -> Optional[SharingPlan]:
+    """This rank's :class:`SharingPlan` for ``pieces`` (each with ``gm`` and
+    ``examples``), or None when it compiles every piece on its own (see the
+    module docstring).
 
     Example::
 
-        >>> plan_sharing(["a"], [1], "inductor") is None    # one piece: nothing to share
+        >>> plan_sharing([None], "inductor") is None    # one piece: nothing to share
         True
     """
-    if not config.ddp_shared_compile or backend_name != "inductor" or len(fingerprints) < 2:
+    if not config.ddp_shared_compile or backend_name != "inductor" or len(pieces) < 2:
         return None
     import torch._functorch.config as aot_config
     import torch._inductor.config as inductor_config
@@ -164,6 +164,8 @@ def plan_sharing(fingerprints: Sequence[str], costs: Sequence[int], backend_name
     if store is None:
         return None
     from torch._inductor.runtime.cache_dir_utils import cache_dir
+    fingerprints = [piece_fingerprint(p.gm, p.examples) for p in pieces]
+    costs = [len(p.gm.graph.nodes) for p in pieces]     # (a piece's compile time grows with its nodes)
     # ranks share a queue only when they compile the same pieces into the same cache
     signature = hashlib.sha256(repr((socket.gethostname(), os.path.realpath(cache_dir()),
                                      list(fingerprints))).encode()).hexdigest()[:32]
@@ -184,10 +186,7 @@ def compile_pieces(pieces, compile_one: Callable, backend_name) -> List[Callable
         >>> compile_pieces(ps, lambda gm, ex: "c", "eager")
         ['c', 'c']
     """
-    plan = None
-    if backend_name == "inductor" and config.ddp_shared_compile:
-        plan = plan_sharing([piece_fingerprint(p.gm, p.examples) for p in pieces],
-                            [len(p.gm.graph.nodes) for p in pieces], backend_name)
+    plan = plan_sharing(pieces, backend_name)
     if plan is None:
         return [compile_one(p.gm, p.examples) for p in pieces]
     compiled: List[Optional[Callable]] = [None] * len(pieces)

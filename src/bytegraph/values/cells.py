@@ -86,12 +86,13 @@ class CellValue(Value):
     def read(self, tx) -> Value:
         """``LOAD_DEREF``: the contents, loading a pre-existing cell's contents lazily."""
         if self.contents is UNREAD:
-            self._guard_emptiness(tx)
             try:
                 obj = self.real_cell.cell_contents
             except ValueError:
+                self._guard_emptiness(tx, True)
                 self.contents = EMPTY
             else:
+                self._guard_emptiness(tx, False)
                 if self.source is None:
                     # a pre-existing cell the trace cannot locate (a closure of a
                     # function read without a source): only a value that needs
@@ -108,7 +109,7 @@ class CellValue(Value):
                 " in enclosing scope"))
         return self.contents
 
-    def _guard_emptiness(self, tx) -> None:
+    def _guard_emptiness(self, tx, empty: bool) -> None:
         """The trace took the cell's being empty or bound for granted (a
         ``NameError`` raised or not, contents read through their source):
         guard it.  (A root frame's own cell variable needs none: it is
@@ -117,12 +118,6 @@ class CellValue(Value):
         if src is None or (isinstance(src, RootCellSource) and src.closure_index is None):
             return
         from ..guards import Guard
-        empty = True
-        try:
-            self.real_cell.cell_contents
-            empty = False
-        except ValueError:
-            pass
         tx.guards.add(Guard("CELL_EMPTY", src, empty))
 
     def _check_locatable(self) -> None:
